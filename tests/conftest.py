@@ -1,0 +1,10 @@
+"""Shared fixtures. Area-specific fixtures live in the test module that needs them."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
