@@ -1,0 +1,135 @@
+"""The app factory: routes, error handlers and the lifespan that owns the upstream client."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import Route
+
+from gateway.errors import GatewayError, MethodNotAllowed, NotFound
+from gateway.policy import Policy
+from gateway.policyfile import load_policy_file
+from gateway.proxy import ProxyEndpoint
+from gateway.settings import Settings
+from gateway.upstream import HttpxUpstream, UpstreamClient
+
+logger = logging.getLogger("gateway")
+
+
+@dataclass
+class GatewayState:
+    """What the endpoints share. ``policy`` is swapped whole on reload: a request
+    reads it once, so it finishes under the policy it started with."""
+
+    settings: Settings
+    policy: Policy
+    upstream_auth: bytes | None = None
+    upstream: UpstreamClient = field(init=False)
+
+
+def load_policy(settings: Settings) -> Policy:
+    """Load and compile the policy file the settings name (SourceError if invalid)."""
+    source, digest = load_policy_file(settings.policy)
+    return Policy(source, digest=digest, path=str(settings.policy))
+
+
+def error_response(exc: GatewayError) -> Response:
+    """The one place a GatewayError becomes an HTTP response outside the proxy path."""
+    return JSONResponse(exc.openai_error(), status_code=exc.status, headers=exc.headers)
+
+
+async def _gateway_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, GatewayError)  # registered for GatewayError only
+    return error_response(exc)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)  # registered for HTTPException only
+    where = f"({request.method} {request.url.path})"
+    if exc.status_code == 405:
+        return error_response(MethodNotAllowed(f"Method not allowed {where}."))
+    return error_response(NotFound(f"Invalid URL {where}."))
+
+
+async def _unexpected_error(request: Request, exc: Exception) -> Response:
+    logger.exception("unexpected error", exc_info=exc)
+    return error_response(GatewayError("The gateway failed to process the request."))
+
+
+def create_app(
+    settings: Settings,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+    policy: Policy | None = None,
+) -> Starlette:
+    """Build the gateway. Tests inject ``transport``; production passes none."""
+    key = settings.upstream_api_key()
+    state = GatewayState(
+        settings=settings,
+        policy=policy if policy is not None else load_policy(settings),
+        upstream_auth=f"Bearer {key}".encode() if key else None,
+    )
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        state.upstream = HttpxUpstream(settings, transport=transport)
+        try:
+            yield
+        finally:
+            await state.upstream.aclose()
+
+    async def healthz(request: Request) -> Response:
+        return JSONResponse({"status": "ok"})
+
+    async def readyz(request: Request) -> Response:
+        policy = state.policy
+        body: dict[str, Any] = {
+            "status": "ready",
+            "policy": {
+                "path": policy.path,
+                "sha256": policy.digest,
+                "loaded_at": policy.loaded_at.isoformat(),
+            },
+        }
+        try:
+            response = await state.upstream.request("GET", "/v1/models", headers=[], body=b"")
+            await response.aclose()
+            if response.status >= 500:
+                raise RuntimeError(f"engine answered HTTP {response.status}")
+        except (GatewayError, RuntimeError) as exc:
+            body["status"] = "not ready"
+            body["reason"] = f"upstream: {exc}"
+            return JSONResponse(body, status_code=503)
+        return JSONResponse(body)
+
+    routes = [
+        Route(
+            "/v1/chat/completions",
+            ProxyEndpoint(state, route="/v1/chat/completions"),
+            methods=["POST"],
+        ),
+        Route("/v1/completions", ProxyEndpoint(state, route="/v1/completions"), methods=["POST"]),
+        Route("/v1/models", ProxyEndpoint(state, route=None), methods=["GET"]),
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
+    ]
+    app = Starlette(
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={
+            GatewayError: _gateway_error,
+            HTTPException: _http_error,
+            Exception: _unexpected_error,
+        },
+    )
+    app.state.gateway = state
+    return app

@@ -1,0 +1,78 @@
+"""The ``ft-gateway`` command line."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from gateway import __version__
+from gateway.yamlsource import SourceError
+
+
+def _add_serve(sub: Any) -> None:
+    p = sub.add_parser("serve", help="run the gateway")
+    p.add_argument("--config", help="config file (default: $FT_GATEWAY_CONFIG or ./config.yaml)")
+    p.add_argument("--upstream", help="engine base URL, e.g. http://127.0.0.1:8000")
+    p.add_argument("--host", help="listen address")
+    p.add_argument("--port", type=int, help="listen port")
+    p.add_argument("--policy", help="policy file")
+    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+
+
+def _config_path(arg: str | None) -> str | None:
+    if arg:
+        return arg
+    env = os.environ.get("FT_GATEWAY_CONFIG")
+    if env:
+        return env
+    return "config.yaml" if os.path.exists("config.yaml") else None
+
+
+def serve(args: argparse.Namespace) -> int:
+    """Load settings and policy, then run uvicorn until stopped."""
+    import uvicorn
+
+    from gateway.app import create_app
+    from gateway.settings import load_settings
+
+    overrides = {
+        ("upstream", "url"): args.upstream,
+        ("listen", "host"): args.host,
+        ("listen", "port"): args.port,
+        ("policy",): args.policy,
+    }
+    try:
+        settings = load_settings(_config_path(args.config), overrides=overrides)
+        app = create_app(settings)
+    except SourceError as exc:
+        print(f"ft-gateway: cannot start:\n{exc}", file=sys.stderr)
+        return 2
+    uvicorn.run(
+        app,
+        host=settings.listen.host,
+        port=settings.listen.port,
+        log_level=args.log_level,
+        access_log=False,
+        server_header=False,
+        h11_max_incomplete_event_size=64 * 1024,
+    )
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="ft-gateway", description="OpenAI-compatibility gateway with a field policy"
+    )
+    parser.add_argument("--version", action="version", version=f"ft-gateway {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_serve(sub)
+    args = parser.parse_args(argv)
+    commands = {"serve": serve}
+    return commands[args.command](args)
+
+
+if __name__ == "__main__":  # pragma: no cover - python -m gateway.cli
+    sys.exit(main())

@@ -1,0 +1,137 @@
+"""The gateway's one error hierarchy.
+
+    GatewayError                      500  server_error
+    ├── InvalidRequest                400  invalid_request_error  (param, code)
+    │   ├── BodyTooLarge              413
+    │   └── UnsupportedMediaType      415
+    ├── AuthenticationFailed          401  invalid_request_error / invalid_api_key
+    ├── NotFound                      404  invalid_request_error / unknown_url
+    ├── MethodNotAllowed              405  invalid_request_error / method_not_allowed
+    └── UpstreamError                 502  upstream_error
+        ├── UpstreamUnreachable       502  upstream_unreachable
+        ├── UpstreamTimeout           504  upstream_timeout
+        ├── UpstreamUnavailable       503  upstream_unavailable  (Retry-After)
+        └── UpstreamProtocolError     502  upstream_protocol_error
+
+Every class knows its HTTP status and OpenAI ``type``/``code``; ``openai_error``
+renders any of them as OpenAI's ``{"error": {message, type, param, code}}``.
+This module imports no web framework: the policy engine and the CLI raise and
+inspect these too, and the app translates them to responses in one place.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class GatewayError(Exception):
+    """Base of every error the gateway answers with."""
+
+    status: ClassVar[int] = 500
+    type: ClassVar[str] = "server_error"
+    default_code: ClassVar[str | None] = "internal_error"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str | None = None,
+        code: str | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.param = param
+        self.code = code if code is not None else self.default_code
+        self.headers = headers or {}
+
+    def openai_error(self) -> dict[str, Any]:
+        """OpenAI's error object: all four keys present, ``code`` a string or null."""
+        return {
+            "error": {
+                "message": self.message,
+                "type": self.type,
+                "param": self.param,
+                "code": self.code,
+            }
+        }
+
+
+class InvalidRequest(GatewayError):
+    """The client's request is malformed or asks for something this deployment refuses."""
+
+    status = 400
+    type = "invalid_request_error"
+    default_code = "invalid_value"
+
+
+class BodyTooLarge(InvalidRequest):
+    """The request body is larger than the configured limit."""
+
+    status = 413
+    default_code = "request_too_large"
+
+
+class UnsupportedMediaType(InvalidRequest):
+    """The request body is not declared as JSON."""
+
+    status = 415
+    default_code = "unsupported_media_type"
+
+
+class AuthenticationFailed(GatewayError):
+    """A missing or wrong API key."""
+
+    status = 401
+    type = "invalid_request_error"
+    default_code = "invalid_api_key"
+
+
+class NotFound(GatewayError):
+    """No route for this path."""
+
+    status = 404
+    type = "invalid_request_error"
+    default_code = "unknown_url"
+
+
+class MethodNotAllowed(GatewayError):
+    """The path exists but not with this method."""
+
+    status = 405
+    type = "invalid_request_error"
+    default_code = "method_not_allowed"
+
+
+class UpstreamError(GatewayError):
+    """The engine failed in a way the client cannot fix."""
+
+    status = 502
+    type = "upstream_error"
+    default_code = "upstream_error"
+
+
+class UpstreamUnreachable(UpstreamError):
+    """The engine refused or dropped the connection before answering."""
+
+    default_code = "upstream_unreachable"
+
+
+class UpstreamTimeout(UpstreamError):
+    """The engine did not answer (or went silent mid-stream) within the configured time."""
+
+    status = 504
+    default_code = "upstream_timeout"
+
+
+class UpstreamUnavailable(UpstreamError):
+    """No engine replica is available right now; retry later."""
+
+    status = 503
+    default_code = "upstream_unavailable"
+
+
+class UpstreamProtocolError(UpstreamError):
+    """The engine answered something that is not valid HTTP/SSE/JSON where it must be."""
+
+    default_code = "upstream_protocol_error"

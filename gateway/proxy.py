@@ -1,0 +1,267 @@
+"""The proxy endpoint: read, check against the policy, forward, relay.
+
+A raw ASGI callable rather than a Starlette request handler: it is the hot
+path, it must watch for the client hanging up while the engine works, and it
+answers errors itself once it knows whether the response has started.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import TYPE_CHECKING, Any
+
+import anyio
+import orjson
+
+from gateway.engineerrors import normalise_error_body
+from gateway.errors import BodyTooLarge, GatewayError, InvalidRequest, UnsupportedMediaType
+from gateway.policy import apply_policy
+from gateway.relay import relay_stream
+from gateway.upstream import Headers, UpstreamResponse
+
+if TYPE_CHECKING:
+    from gateway.app import GatewayState
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+HOP_BY_HOP = frozenset(
+    {
+        b"connection",
+        b"keep-alive",
+        b"proxy-authenticate",
+        b"proxy-authorization",
+        b"proxy-connection",
+        b"te",
+        b"trailer",
+        b"trailers",
+        b"transfer-encoding",
+        b"upgrade",
+    }
+)
+# Never sent upstream: the engine's Host is its own, the body length is ours,
+# the client's key is not the engine's, and compression would stop us reading
+# error bodies.
+_DROP_UPSTREAM = HOP_BY_HOP | {
+    b"host",
+    b"content-length",
+    b"authorization",
+    b"accept-encoding",
+    b"expect",
+    b"x-request-id",
+    b"cookie",
+}
+_DROP_DOWNSTREAM = HOP_BY_HOP | {b"content-length", b"date", b"server", b"x-request-id"}
+_REQUEST_ID = re.compile(rb"^[A-Za-z0-9._:\-]{1,128}$")
+_JSON = b"application/json"
+
+
+def request_id_of(headers: Headers) -> bytes:
+    """The client's X-Request-ID when it is sane, else a new one."""
+    for name, value in headers:
+        if name == b"x-request-id" and _REQUEST_ID.match(value):
+            return value
+    return uuid.uuid4().hex.encode()
+
+
+def _connection_tokens(headers: Headers) -> frozenset[bytes]:
+    tokens: set[bytes] = set()
+    for name, value in headers:
+        if name == b"connection":
+            tokens.update(t.strip().lower() for t in value.split(b","))
+    return frozenset(tokens)
+
+
+def filter_headers(headers: Headers, drop: frozenset[bytes]) -> Headers:
+    """``headers`` without ``drop`` and without what ``Connection`` names."""
+    named = _connection_tokens(headers)
+    return [(n, v) for n, v in headers if n not in drop and n not in named]
+
+
+async def read_body(receive: Receive, headers: Headers, limit: int) -> bytes | None:
+    """The whole request body; None if the client left while sending it."""
+    for name, value in headers:
+        if name == b"content-length":
+            try:
+                declared = int(value)
+            except ValueError:
+                raise InvalidRequest(
+                    "Invalid Content-Length header.", code="invalid_header"
+                ) from None
+            if declared > limit:
+                raise BodyTooLarge(
+                    f"Request body is larger than this gateway's limit of {limit} bytes."
+                )
+    parts: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return None
+        chunk = message.get("body", b"")
+        if chunk:
+            size += len(chunk)
+            if size > limit:
+                raise BodyTooLarge(
+                    f"Request body is larger than this gateway's limit of {limit} bytes."
+                )
+            parts.append(chunk)
+        if not message.get("more_body", False):
+            return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def parse_request(raw: bytes, headers: Headers) -> dict[str, Any]:
+    """The request body as a JSON object, or an InvalidRequest saying what is wrong."""
+    for name, value in headers:
+        if name == b"content-type":
+            media = value.split(b";", 1)[0].strip().lower()
+            if media != _JSON and not media.endswith(b"+json"):
+                raise UnsupportedMediaType(
+                    "Request body must be JSON: send 'Content-Type: application/json'.",
+                    code="unsupported_media_type",
+                )
+    if not raw.strip():
+        raise InvalidRequest(
+            "We could not parse the JSON body of your request: the body is empty.",
+            code="invalid_json",
+        )
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise InvalidRequest(
+            f"We could not parse the JSON body of your request: {exc}.", code="invalid_json"
+        ) from None
+    if not isinstance(data, dict):
+        raise InvalidRequest("The request body must be a JSON object.", code="invalid_json")
+    return data
+
+
+class Responder:
+    """Sends one response; remembers whether it started."""
+
+    def __init__(self, send: Send, request_id: bytes) -> None:
+        self._send = send
+        self.request_id = request_id
+        self.started = False
+        self.status = 0
+
+    async def start(self, status: int, headers: Headers) -> None:
+        self.started = True
+        self.status = status
+        headers.append((b"x-request-id", self.request_id))
+        await self._send({"type": "http.response.start", "status": status, "headers": headers})
+
+    async def body(self, data: bytes, *, more: bool = False) -> None:
+        await self._send({"type": "http.response.body", "body": data, "more_body": more})
+
+    async def error(self, exc: GatewayError) -> None:
+        payload = orjson.dumps(exc.openai_error())
+        headers: Headers = [
+            (b"content-type", _JSON),
+            (b"content-length", str(len(payload)).encode()),
+        ]
+        headers.extend((k.lower().encode(), v.encode()) for k, v in exc.headers.items())
+        await self.start(exc.status, headers)
+        await self.body(payload)
+
+
+async def _watch_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            scope.cancel()
+            return
+
+
+class ProxyEndpoint:
+    """ASGI endpoint for one OpenAI route (``route``) or a plain pass-through (None)."""
+
+    def __init__(self, state: GatewayState, *, route: str | None) -> None:
+        self.state = state
+        self.route = route
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers: Headers = scope["headers"]
+        responder = Responder(send, request_id_of(headers))
+        try:
+            content = b""
+            stream = False
+            if self.route is not None:
+                raw = await read_body(receive, headers, self.state.settings.limits.max_body_bytes)
+                if raw is None:
+                    return
+                body = parse_request(raw, headers)
+                decision = apply_policy(self.state.policy, self.route, body)
+                if decision.error is not None:
+                    raise decision.error
+                content = orjson.dumps(decision.body) if decision.changed else raw
+                stream = decision.body.get("stream") is True
+            await self._forward(scope, receive, responder, content=content, stream=stream)
+        except GatewayError as exc:
+            if not responder.started:
+                await responder.error(exc)
+
+    def _upstream_headers(self, headers: Headers, request_id: bytes) -> Headers:
+        out = filter_headers(headers, _DROP_UPSTREAM)
+        out.append((b"x-request-id", request_id))
+        out.append((b"accept-encoding", b"identity"))
+        if self.state.upstream_auth is not None:
+            out.append((b"authorization", self.state.upstream_auth))
+        return out
+
+    async def _forward(
+        self, scope: Scope, receive: Receive, responder: Responder, *, content: bytes, stream: bool
+    ) -> None:
+        path: str = scope["path"]
+        query: bytes = scope.get("query_string", b"")
+        if query:
+            path = f"{path}?{query.decode('latin-1')}"
+        headers = self._upstream_headers(scope["headers"], responder.request_id)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_watch_disconnect, receive, tg.cancel_scope)
+            try:
+                response = await self.state.upstream.request(
+                    scope["method"], path, headers=headers, body=content
+                )
+                try:
+                    await self._answer(response, responder, stream=stream)
+                finally:
+                    with anyio.CancelScope(shield=True):
+                        await response.aclose()
+            finally:
+                tg.cancel_scope.cancel()
+
+    async def _answer(
+        self, response: UpstreamResponse, responder: Responder, *, stream: bool
+    ) -> None:
+        headers = filter_headers(response.headers, _DROP_DOWNSTREAM)
+        if stream and response.status == 200 and _is_event_stream(headers):
+            headers.append((b"cache-control", b"no-cache"))
+            headers.append((b"x-accel-buffering", b"no"))
+            await responder.start(200, headers)
+            try:
+                async for chunk in relay_stream(response.chunks()):
+                    await responder.body(chunk, more=True)
+                await responder.body(b"")
+            except OSError:
+                return  # the client hung up; the caller closes the engine's response
+            return
+        data = await response.read(self.state.settings.limits.max_response_bytes)
+        if response.status >= 400:
+            data = normalise_error_body(response.status, data)
+            headers = [(n, v) for n, v in headers if n != b"content-type"]
+            headers.append((b"content-type", _JSON))
+        headers.append((b"content-length", str(len(data)).encode()))
+        await responder.start(response.status, headers)
+        await responder.body(data)
+
+
+def _is_event_stream(headers: Headers) -> bool:
+    for name, value in headers:
+        if name == b"content-type":
+            return value.split(b";", 1)[0].strip().lower() == b"text/event-stream"
+    return False

@@ -1,0 +1,153 @@
+"""Gateway settings: config.yaml validated once, then command-line flags, then
+``FT_GATEWAY_*`` environment variables (for containers), each overriding the last.
+
+Environment names: ``FT_GATEWAY_HOST``, ``_PORT``, ``_UPSTREAM``, ``_POLICY`` for
+the common ones, and ``FT_GATEWAY_<SECTION>__<KEY>`` for any key, e.g.
+``FT_GATEWAY_TIMEOUTS__CONNECT=2``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from gateway.yamlsource import Problem, SourceError, YamlDocument, load_yaml
+
+ENV_PREFIX = "FT_GATEWAY_"
+_ENV_ALIASES: dict[str, tuple[str, ...]] = {
+    "HOST": ("listen", "host"),
+    "PORT": ("listen", "port"),
+    "UPSTREAM": ("upstream", "url"),
+    "POLICY": ("policy",),
+}
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Listen(_Section):
+    """Where the gateway accepts connections."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+
+
+class Upstream(_Section):
+    """The engine behind the gateway."""
+
+    url: str = Field(default="http://127.0.0.1:8000", pattern=r"^https?://[^/]+")
+    api_key_env: str | None = Field(
+        default=None,
+        description="name of the environment variable that holds the engine's API key "
+        "(never the key itself)",
+    )
+    client: Literal["httpx"] = Field(default="httpx", description="upstream HTTP client")
+    max_connections: int = Field(default=1000, ge=1)
+
+
+class Timeouts(_Section):
+    """Seconds. ``response``: headers and whole non-streaming body; ``stream_idle``:
+    the longest silence between two chunks of a stream."""
+
+    connect: float = Field(default=5.0, gt=0)
+    response: float = Field(default=600.0, gt=0)
+    stream_idle: float = Field(default=120.0, gt=0)
+
+
+class Limits(_Section):
+    """Size limits."""
+
+    max_body_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    max_response_bytes: int = Field(
+        default=64 * 1024 * 1024, ge=1024, description="largest non-streaming engine answer"
+    )
+
+
+class Settings(_Section):
+    """Everything the gateway needs to start."""
+
+    listen: Listen = Field(default_factory=Listen)
+    upstream: Upstream = Field(default_factory=Upstream)
+    timeouts: Timeouts = Field(default_factory=Timeouts)
+    limits: Limits = Field(default_factory=Limits)
+    policy: Path = Path("policies/ft-serve.yaml")
+
+    def upstream_api_key(self) -> str | None:
+        """The engine's API key, read from the environment variable the config names."""
+        if self.upstream.api_key_env is None:
+            return None
+        return os.environ.get(self.upstream.api_key_env) or None
+
+
+def _set(data: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
+    node = data
+    for key in path[:-1]:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = {}
+            node[key] = child
+        node = child
+    node[path[-1]] = value
+
+
+def env_overrides(environ: Mapping[str, str]) -> dict[tuple[str, ...], str]:
+    """``FT_GATEWAY_*`` variables as key paths."""
+    out: dict[tuple[str, ...], str] = {}
+    for name, value in environ.items():
+        if not name.startswith(ENV_PREFIX) or name == ENV_PREFIX + "CONFIG":
+            continue
+        key = name[len(ENV_PREFIX) :]
+        path = _ENV_ALIASES.get(key) or tuple(p.lower() for p in key.split("__") if p)
+        if path:
+            out[path] = value
+    return out
+
+
+def load_settings(
+    config: str | Path | None = None,
+    *,
+    overrides: Mapping[tuple[str, ...], Any] | None = None,
+    environ: Mapping[str, str] | None = None,
+) -> Settings:
+    """Build Settings from a config file, flag overrides and the environment.
+
+    Raises SourceError naming the file (or "command line" / "environment"),
+    the key path and the line of every problem.
+    """
+    environ = os.environ if environ is None else environ
+    doc = load_yaml(config) if config is not None else YamlDocument(file="<defaults>", data={})
+    if doc.data is None:
+        doc.data = {}
+    if not isinstance(doc.data, dict):
+        raise SourceError([doc.problem((), "a config file must be a mapping")])
+    data: dict[str, Any] = dict(doc.data)
+    origin: dict[tuple[str, ...], str] = {}
+    for path, value in (overrides or {}).items():
+        if value is not None:
+            _set(data, path, value)
+            origin[path] = "command line"
+    for path, value in env_overrides(environ).items():
+        _set(data, path, value)
+        origin[path] = "environment"
+    try:
+        settings = Settings.model_validate(data)
+    except ValidationError as exc:
+        problems = []
+        for err in exc.errors():
+            loc = tuple(str(p) for p in err["loc"])
+            msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+            source = next((o for p, o in origin.items() if loc[: len(p)] == p), None)
+            if source is not None:
+                problems.append(Problem(source, 0, loc, msg))
+            else:
+                problems.append(doc.problem(loc, msg))
+        raise SourceError(problems) from exc
+    if config is not None and not settings.policy.is_absolute():
+        if ("policy",) not in origin:
+            settings.policy = Path(config).resolve().parent / settings.policy
+    return settings

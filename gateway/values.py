@@ -1,0 +1,186 @@
+"""JSON value checks for policy fields: types, ranges, lengths, enums.
+
+Python's ``True == 1`` and ``1 == 1.0`` do not hold in JSON's type system, so
+every comparison here is strict: ``true`` is not an integer, ``1.5`` and ``"42"``
+are not integers, and a neutral value ``1`` does not match ``1.0`` or ``true``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from gateway.errors import InvalidRequest
+
+JsonType = Literal["string", "number", "integer", "boolean", "object", "array", "any"]
+
+_ARTICLE = {
+    "string": "a string",
+    "number": "a number",
+    "integer": "an integer",
+    "boolean": "a boolean",
+    "object": "an object",
+    "array": "an array",
+    "null": "null",
+}
+
+
+def json_type(value: Any) -> str:
+    """The JSON type name of a parsed JSON value."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list):
+        return "array"
+    return type(value).__name__
+
+
+def _is_type(value: Any, kind: str) -> bool:
+    if kind == "any":
+        return True
+    actual = json_type(value)
+    return actual == kind or (kind == "number" and actual == "integer")
+
+
+def json_equal(a: Any, b: Any) -> bool:
+    """Equality in JSON's type system (``true != 1``, ``1 != 1.0``)."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(json_equal(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(json_equal(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b)
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        text = value if len(value) <= 40 else value[:37] + "..."
+        return repr(text)
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return "null"
+    if isinstance(value, (dict, list)):
+        return f"an {json_type(value)}" if isinstance(value, dict) else "an array"
+    return str(value)
+
+
+class ValueSpec(BaseModel):
+    """What a JSON value must look like. ``items``/``values`` describe array and object members."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    type: JsonType | list[JsonType] = "any"
+    nullable: bool = Field(default=True, description="null is accepted (and means 'not set')")
+    minimum: int | float | None = None
+    maximum: int | float | None = None
+    min_items: int | None = Field(default=None, ge=0)
+    max_items: int | None = Field(default=None, ge=0)
+    enum: list[Any] | None = None
+    items: ValueSpec | None = Field(default=None, description="spec of each array item")
+    values: ValueSpec | None = Field(default=None, description="spec of each object value")
+
+    def check(self, value: Any, param: str) -> InvalidRequest | None:
+        """The error for ``value`` at ``param``, or None when it conforms."""
+        if value is None:
+            if self.nullable:
+                return None
+            return InvalidRequest(
+                f"Invalid type for '{param}': expected {self._expected()}, but got null instead.",
+                param=param,
+                code="invalid_type",
+            )
+        kinds = self.type if isinstance(self.type, list) else [self.type]
+        if not any(_is_type(value, k) for k in kinds):
+            return InvalidRequest(
+                f"Invalid type for '{param}': expected {self._expected()}, "
+                f"but got {_ARTICLE.get(json_type(value), json_type(value))} instead.",
+                param=param,
+                code="invalid_type",
+            )
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            error = self._check_range(value, param)
+            if error is not None:
+                return error
+        if self.enum is not None and not any(json_equal(value, e) for e in self.enum):
+            allowed = ", ".join(_show(e) for e in self.enum)
+            return InvalidRequest(
+                f"Invalid value for '{param}': {_show(value)}. Supported values are: {allowed}.",
+                param=param,
+                code="invalid_value",
+            )
+        if isinstance(value, list):
+            return self._check_array(value, param)
+        if isinstance(value, dict) and self.values is not None:
+            for key, member in value.items():
+                error = self.values.check(member, f"{param}.{key}")
+                if error is not None:
+                    return error
+        return None
+
+    def _expected(self) -> str:
+        kinds = self.type if isinstance(self.type, list) else [self.type]
+        return " or ".join(_ARTICLE.get(k, "any value") for k in kinds)
+
+    def _check_range(self, value: float, param: str) -> InvalidRequest | None:
+        if isinstance(value, float) and not math.isfinite(value):
+            return InvalidRequest(
+                f"Invalid '{param}': expected a finite number.", param=param, code="invalid_value"
+            )
+        kind = "integer" if isinstance(value, int) else "decimal"
+        if self.maximum is not None and value > self.maximum:
+            return InvalidRequest(
+                f"Invalid '{param}': {kind} above maximum value. "
+                f"Expected a value <= {_num(self.maximum)}, but got {_num(value)} instead.",
+                param=param,
+                code=f"{kind}_above_max_value",
+            )
+        if self.minimum is not None and value < self.minimum:
+            return InvalidRequest(
+                f"Invalid '{param}': {kind} below minimum value. "
+                f"Expected a value >= {_num(self.minimum)}, but got {_num(value)} instead.",
+                param=param,
+                code=f"{kind}_below_min_value",
+            )
+        return None
+
+    def _check_array(self, value: list[Any], param: str) -> InvalidRequest | None:
+        if self.min_items is not None and len(value) < self.min_items:
+            what = "empty array" if not value else "array too short"
+            return InvalidRequest(
+                f"Invalid '{param}': {what}. Expected an array with minimum length "
+                f"{self.min_items}, but got {len(value)} items instead.",
+                param=param,
+                code="empty_array" if not value else "array_below_min_length",
+            )
+        if self.max_items is not None and len(value) > self.max_items:
+            return InvalidRequest(
+                f"Invalid '{param}': array too long. Expected an array with maximum length "
+                f"{self.max_items}, but got {len(value)} items instead.",
+                param=param,
+                code="array_above_max_length",
+            )
+        if self.items is not None:
+            for index, item in enumerate(value):
+                error = self.items.check(item, f"{param}[{index}]")
+                if error is not None:
+                    return error
+        return None
+
+
+def _num(value: float) -> str:
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**63:
+        return str(int(value))
+    return str(value)
