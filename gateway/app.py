@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -16,11 +16,12 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound
+from gateway.exchange import NullObserver, Observer
 from gateway.policy import Policy
 from gateway.policyfile import load_policy_file
 from gateway.proxy import ProxyEndpoint
 from gateway.settings import Settings
-from gateway.upstream import HttpxUpstream, UpstreamClient
+from gateway.upstream import Headers, UpstreamClient, make_upstream
 
 logger = logging.getLogger("gateway")
 
@@ -33,6 +34,10 @@ class GatewayState:
     settings: Settings
     policy: Policy
     upstream_auth: bytes | None = None
+    observer: Observer = field(default_factory=NullObserver)
+    # Checks the client's credentials: returns (client name, policy profile) or
+    # raises AuthenticationFailed. None: no keys configured.
+    authenticate: Callable[[Headers], tuple[str | None, str | None]] | None = None
     upstream: UpstreamClient = field(init=False)
 
 
@@ -81,7 +86,7 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        state.upstream = HttpxUpstream(settings, transport=transport)
+        state.upstream = make_upstream(settings, transport=transport)
         try:
             yield
         finally:

@@ -7,7 +7,9 @@ answers errors itself once it knows whether the response has started.
 
 from __future__ import annotations
 
+import logging
 import re
+import time
 import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
@@ -17,6 +19,7 @@ import orjson
 
 from gateway.engineerrors import normalise_error_body
 from gateway.errors import BodyTooLarge, GatewayError, InvalidRequest, UnsupportedMediaType
+from gateway.exchange import Exchange
 from gateway.policy import apply_policy
 from gateway.relay import relay_stream
 from gateway.upstream import Headers, UpstreamResponse
@@ -58,6 +61,7 @@ _DROP_UPSTREAM = HOP_BY_HOP | {
 _DROP_DOWNSTREAM = HOP_BY_HOP | {b"content-length", b"date", b"server", b"x-request-id"}
 _REQUEST_ID = re.compile(rb"^[A-Za-z0-9._:\-]{1,128}$")
 _JSON = b"application/json"
+logger = logging.getLogger("gateway")
 
 
 def request_id_of(headers: Headers) -> bytes:
@@ -148,6 +152,7 @@ class Responder:
         self.request_id = request_id
         self.started = False
         self.status = 0
+        self.bytes_out = 0
 
     async def start(self, status: int, headers: Headers) -> None:
         self.started = True
@@ -156,6 +161,7 @@ class Responder:
         await self._send({"type": "http.response.start", "status": status, "headers": headers})
 
     async def body(self, data: bytes, *, more: bool = False) -> None:
+        self.bytes_out += len(data)
         await self._send({"type": "http.response.body", "body": data, "more_body": more})
 
     async def error(self, exc: GatewayError) -> None:
@@ -185,25 +191,49 @@ class ProxyEndpoint:
         self.route = route
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        state = self.state
         headers: Headers = scope["headers"]
         responder = Responder(send, request_id_of(headers))
+        exchange = Exchange(
+            method=scope["method"],
+            path=scope["path"],
+            route=self.route,
+            request_id=responder.request_id.decode(),
+        )
+        state.observer.started(exchange)
         try:
+            profile = None
+            if state.authenticate is not None:
+                exchange.client, profile = state.authenticate(headers)
             content = b""
-            stream = False
             if self.route is not None:
-                raw = await read_body(receive, headers, self.state.settings.limits.max_body_bytes)
+                raw = await read_body(receive, headers, state.settings.limits.max_body_bytes)
                 if raw is None:
+                    exchange.client_disconnected = True
                     return
                 body = parse_request(raw, headers)
-                decision = apply_policy(self.state.policy, self.route, body)
+                model = body.get("model")
+                exchange.model = model if isinstance(model, str) else None
+                decision = apply_policy(state.policy, self.route, body, profile=profile)
+                exchange.outcomes = decision.outcomes
                 if decision.error is not None:
                     raise decision.error
                 content = orjson.dumps(decision.body) if decision.changed else raw
-                stream = decision.body.get("stream") is True
-            await self._forward(scope, receive, responder, content=content, stream=stream)
+                exchange.stream = decision.body.get("stream") is True
+            await self._forward(scope, receive, responder, exchange, content=content)
         except GatewayError as exc:
+            exchange.error_code = exc.code
             if not responder.started:
                 await responder.error(exc)
+        except Exception as exc:
+            exchange.error_code = "internal_error"
+            logger.exception("unexpected error in the proxy", exc_info=exc)
+            if not responder.started:
+                await responder.error(GatewayError("The gateway failed to process the request."))
+        finally:
+            exchange.status = responder.status
+            exchange.bytes_out = responder.bytes_out
+            state.observer.finished(exchange)
 
     def _upstream_headers(self, headers: Headers, request_id: bytes) -> Headers:
         out = filter_headers(headers, _DROP_UPSTREAM)
@@ -214,7 +244,13 @@ class ProxyEndpoint:
         return out
 
     async def _forward(
-        self, scope: Scope, receive: Receive, responder: Responder, *, content: bytes, stream: bool
+        self,
+        scope: Scope,
+        receive: Receive,
+        responder: Responder,
+        exchange: Exchange,
+        *,
+        content: bytes,
     ) -> None:
         path: str = scope["path"]
         query: bytes = scope.get("query_string", b"")
@@ -224,33 +260,41 @@ class ProxyEndpoint:
         async with anyio.create_task_group() as tg:
             tg.start_soon(_watch_disconnect, receive, tg.cancel_scope)
             try:
+                exchange.upstream_started = time.perf_counter()
                 response = await self.state.upstream.request(
                     scope["method"], path, headers=headers, body=content
                 )
+                exchange.upstream_status = response.status
                 try:
-                    await self._answer(response, responder, stream=stream)
+                    await self._answer(response, responder, exchange)
                 finally:
                     with anyio.CancelScope(shield=True):
                         await response.aclose()
             finally:
                 tg.cancel_scope.cancel()
+        if tg.cancel_scope.cancelled_caught:
+            exchange.client_disconnected = True
 
     async def _answer(
-        self, response: UpstreamResponse, responder: Responder, *, stream: bool
+        self, response: UpstreamResponse, responder: Responder, exchange: Exchange
     ) -> None:
         headers = filter_headers(response.headers, _DROP_DOWNSTREAM)
-        if stream and response.status == 200 and _is_event_stream(headers):
+        if exchange.stream and response.status == 200 and _is_event_stream(headers):
             headers.append((b"cache-control", b"no-cache"))
             headers.append((b"x-accel-buffering", b"no"))
             await responder.start(200, headers)
             try:
                 async for chunk in relay_stream(response.chunks()):
+                    if exchange.first_byte is None:
+                        exchange.first_byte = time.perf_counter()
                     await responder.body(chunk, more=True)
                 await responder.body(b"")
             except OSError:
-                return  # the client hung up; the caller closes the engine's response
+                # The client hung up; the caller closes the engine's response.
+                exchange.client_disconnected = True
             return
         data = await response.read(self.state.settings.limits.max_response_bytes)
+        exchange.first_byte = time.perf_counter()
         if response.status >= 400:
             data = normalise_error_body(response.status, data)
             headers = [(n, v) for n, v in headers if n != b"content-type"]

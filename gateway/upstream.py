@@ -150,3 +150,11 @@ class HttpxUpstream:
 
     async def aclose(self) -> None:
         await self._client.aclose()
+
+
+def make_upstream(
+    settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None
+) -> UpstreamClient:
+    """The UpstreamClient that ``settings.upstream.client`` names (an injected
+    ``transport`` always means the httpx client: tests mock through it)."""
+    return HttpxUpstream(settings, transport=transport)
