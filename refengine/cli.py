@@ -1,0 +1,51 @@
+"""``python -m refengine``: serve the reference engine."""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+
+import uvicorn
+
+from refengine.server import DEFAULT_MODEL_NAME, create_app
+
+_DESCRIPTION = """\
+A reference LLM engine that behaves like ft serve on the wire: OpenAI
+/v1/chat/completions, /v1/completions (streaming or not) and /v1/models, with
+continuous batching over a small word-trigram model, sampled by the per-row
+Philox sampler (seed honoured). Like ft serve, it accepts logprobs (chat),
+top_logprobs, logit_bias, n, response_format and unknown fields and silently
+ignores them; /v1/completions rejects logprobs."""
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    """The command line."""
+    parser = argparse.ArgumentParser(prog="python -m refengine", description=_DESCRIPTION)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--model", default=DEFAULT_MODEL_NAME, help="the served model name")
+    parser.add_argument(
+        "--unpatched-sampler",
+        action="store_true",
+        help="ignore seed: draw the whole batch from one shared generator (ft serve before #693)",
+    )
+    parser.add_argument("--max-batch", type=int, default=32, help="rows per step at most")
+    parser.add_argument(
+        "--step-delay-ms", type=float, default=0.0, help="pause after each step (slow streams)"
+    )
+    parser.add_argument("--log-level", default="info")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Parse the command line and serve until interrupted."""
+    args = parse_args(argv)
+    if args.max_batch < 1:
+        raise SystemExit("--max-batch must be >= 1")
+    app = create_app(
+        model_name=args.model,
+        max_batch=args.max_batch,
+        unpatched_sampler=args.unpatched_sampler,
+        step_delay_ms=args.step_delay_ms,
+    )
+    uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)

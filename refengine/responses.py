@@ -1,0 +1,94 @@
+"""Response bodies and SSE chunks in OpenAI's wire format."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Reply:
+    """What the handlers know about one response while they build it."""
+
+    route: str  # "chat" | "completion"
+    model: str
+    prompt_tokens: int
+    id: str = ""
+    created: int = field(default_factory=lambda: int(time.time()))
+
+    def __post_init__(self) -> None:
+        prefix = "chatcmpl" if self.route == "chat" else "cmpl"
+        self.id = self.id or f"{prefix}-{secrets.token_hex(12)}"
+
+    @property
+    def object(self) -> str:
+        return "chat.completion" if self.route == "chat" else "text_completion"
+
+    def usage(self, completion_tokens: int) -> dict[str, int]:
+        """OpenAI's usage object."""
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": self.prompt_tokens + completion_tokens,
+        }
+
+    def body(self, text: str, finish_reason: str, completion_tokens: int) -> dict[str, Any]:
+        """The whole non-streaming response."""
+        choice: dict[str, Any] = {"index": 0}
+        if self.route == "chat":
+            choice["message"] = {"role": "assistant", "content": text}
+        else:
+            choice["text"] = text
+        choice |= {"logprobs": None, "finish_reason": finish_reason}
+        return {
+            "id": self.id,
+            "object": self.object,
+            "created": self.created,
+            "model": self.model,
+            "choices": [choice],
+            "usage": self.usage(completion_tokens),
+        }
+
+    def chunk(
+        self,
+        *,
+        text: str | None = None,
+        role: bool = False,
+        finish_reason: str | None = None,
+        with_usage_key: bool = False,
+    ) -> bytes:
+        """One ``data:`` event carrying a text delta and/or a finish reason."""
+        choice: dict[str, Any] = {"index": 0}
+        if self.route == "chat":
+            delta: dict[str, Any] = {}
+            if role:
+                delta["role"] = "assistant"
+            if text is not None:
+                delta["content"] = text
+            choice["delta"] = delta
+        else:
+            choice["text"] = text or ""
+        choice |= {"logprobs": None, "finish_reason": finish_reason}
+        payload = self._chunk_head() | {"choices": [choice]}
+        if with_usage_key:
+            payload["usage"] = None  # OpenAI: null on every chunk but the usage one
+        return sse(payload)
+
+    def usage_chunk(self, completion_tokens: int) -> bytes:
+        """The final ``include_usage`` chunk: empty choices, the usage."""
+        return sse(self._chunk_head() | {"choices": [], "usage": self.usage(completion_tokens)})
+
+    def _chunk_head(self) -> dict[str, Any]:
+        kind = "chat.completion.chunk" if self.route == "chat" else "text_completion"
+        return {"id": self.id, "object": kind, "created": self.created, "model": self.model}
+
+
+def sse(payload: dict[str, Any]) -> bytes:
+    """``data: {json}\\n\\n``."""
+    return b"data: " + json.dumps(payload, separators=(",", ":")).encode() + b"\n\n"
+
+
+DONE = b"data: [DONE]\n\n"

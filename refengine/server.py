@@ -1,0 +1,168 @@
+"""The Starlette app: ft serve's OpenAI routes in front of the batcher."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from refengine.batcher import Engine, Finished, Row
+from refengine.errors import EngineError, ModelNotFound, RouteNotFound
+from refengine.model import TrigramModel, default_model
+from refengine.protocol import (
+    DEFAULT_CHAT_MAX_TOKENS,
+    DEFAULT_COMPLETION_MAX_TOKENS,
+    parse_chat,
+    parse_completion,
+)
+from refengine.responses import DONE, Reply
+from refengine.template import render_chat
+
+DEFAULT_MODEL_NAME = "Qwen3.8-Flash-Next"
+
+
+def create_app(
+    *,
+    model_name: str = DEFAULT_MODEL_NAME,
+    max_batch: int = 32,
+    unpatched_sampler: bool = False,
+    step_delay_ms: float = 0.0,
+    model: TrigramModel | None = None,
+) -> Starlette:
+    """The engine app; ``app.state.engine`` is the batcher (its ``stats`` for tests)."""
+    engine = Engine(
+        model or default_model(),
+        max_batch=max_batch,
+        unpatched_sampler=unpatched_sampler,
+        step_delay_s=step_delay_ms / 1000.0,
+    )
+    tokenizer = engine.tokenizer
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        loop_task = asyncio.create_task(engine.run())
+        try:
+            yield
+        finally:
+            loop_task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await loop_task
+
+    async def chat_completions(request: Request) -> Response:
+        chat = parse_chat(await _json_body(request))
+        _check_model(chat.model, model_name)
+        prompt_text = render_chat(
+            [m.model_dump() for m in chat.messages], enable_thinking=chat.enable_thinking
+        )
+        prompt = tokenizer.encode(prompt_text)
+        params = chat.sampling_params(DEFAULT_CHAT_MAX_TOKENS)
+        row = engine.submit(prompt, params, thinking=chat.enable_thinking)
+        reply = Reply("chat", model_name, len(prompt))
+        if chat.stream:
+            return _event_stream(engine, row, reply, include_usage=chat.include_usage)
+        return JSONResponse(await _collect(engine, row, reply))
+
+    async def completions(request: Request) -> Response:
+        completion = parse_completion(await _json_body(request))
+        _check_model(completion.model, model_name)
+        raw = completion.prompt
+        if isinstance(raw, str):
+            prompt = tokenizer.encode(raw)
+        elif raw and isinstance(raw[0], str):
+            prompt = tokenizer.encode(str(raw[0]))
+        else:
+            prompt = [int(t) for t in raw]
+            if any(not 0 <= t < tokenizer.vocab_size for t in prompt):
+                raise EngineError("prompt token id out of range", param="prompt")
+        params = completion.sampling_params(DEFAULT_COMPLETION_MAX_TOKENS)
+        row = engine.submit(prompt, params)
+        reply = Reply("completion", model_name, len(prompt))
+        if completion.stream:
+            return _event_stream(engine, row, reply, include_usage=completion.include_usage)
+        return JSONResponse(await _collect(engine, row, reply))
+
+    async def models(request: Request) -> Response:
+        card = {"id": model_name, "object": "model", "created": 0, "owned_by": "refengine"}
+        return JSONResponse({"object": "list", "data": [card]})
+
+    async def health(request: Request) -> Response:
+        return Response(status_code=200)
+
+    app = Starlette(
+        routes=[
+            Route("/v1/chat/completions", chat_completions, methods=["POST"]),
+            Route("/v1/completions", completions, methods=["POST"]),
+            Route("/v1/models", models, methods=["GET"]),
+            Route("/health", health, methods=["GET"]),
+        ],
+        exception_handlers={EngineError: _engine_error, HTTPException: _http_error},
+        lifespan=lifespan,
+    )
+    app.state.engine = engine
+    app.state.model_name = model_name
+    return app
+
+
+async def _json_body(request: Request) -> Any:
+    try:
+        return json.loads(await request.body())
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise EngineError(f"the request body is not valid JSON: {exc}") from exc
+
+
+def _check_model(requested: str, served: str) -> None:
+    if requested != served:
+        raise ModelNotFound(requested)
+
+
+async def _collect(engine: Engine, row: Row, reply: Reply) -> dict[str, Any]:
+    parts: list[str] = []
+    try:
+        while not isinstance(event := await row.events.get(), Finished):
+            parts.append(event)
+    finally:
+        engine.cancel(row)  # a no-op once the row has finished
+    return reply.body("".join(parts), event.reason, len(row.generated))
+
+
+def _event_stream(engine: Engine, row: Row, reply: Reply, *, include_usage: bool) -> Response:
+    async def events() -> AsyncIterator[bytes]:
+        # Starlette cancels this generator when the client disconnects: the finally
+        # then takes the row out of the batch, so the engine stops generating it.
+        try:
+            if reply.route == "chat":
+                yield reply.chunk(text="", role=True, with_usage_key=include_usage)
+            while not isinstance(event := await row.events.get(), Finished):
+                yield reply.chunk(text=event, with_usage_key=include_usage)
+            yield reply.chunk(finish_reason=event.reason, with_usage_key=include_usage)
+            if include_usage:
+                yield reply.usage_chunk(len(row.generated))
+            yield DONE
+        finally:
+            engine.cancel(row)
+
+    return StreamingResponse(events(), media_type="text/event-stream")
+
+
+async def _engine_error(request: Request, exc: Exception) -> Response:
+    if not isinstance(exc, EngineError):  # registered for EngineError only
+        raise exc
+    return JSONResponse(exc.body(), status_code=exc.status)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    if not isinstance(exc, HTTPException):  # registered for HTTPException only
+        raise exc
+    if exc.status_code in (404, 405):
+        error = RouteNotFound(request.method, request.url.path)
+        return JSONResponse(error.body(), status_code=exc.status_code)
+    message = EngineError(str(exc.detail))
+    return JSONResponse(message.body(), status_code=exc.status_code)
