@@ -175,10 +175,11 @@ class Responder:
         await self.body(payload)
 
 
-async def _watch_disconnect(receive: Receive, scope: anyio.CancelScope) -> None:
+async def _watch_disconnect(receive: Receive, scope: anyio.CancelScope, exchange: Exchange) -> None:
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
+            exchange.client_disconnected = True
             scope.cancel()
             return
 
@@ -257,8 +258,9 @@ class ProxyEndpoint:
         if query:
             path = f"{path}?{query.decode('latin-1')}"
         headers = self._upstream_headers(scope["headers"], responder.request_id)
+        failure: GatewayError | None = None
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_watch_disconnect, receive, tg.cancel_scope)
+            tg.start_soon(_watch_disconnect, receive, tg.cancel_scope, exchange)
             try:
                 exchange.upstream_started = time.perf_counter()
                 response = await self.state.upstream.request(
@@ -270,10 +272,12 @@ class ProxyEndpoint:
                 finally:
                     with anyio.CancelScope(shield=True):
                         await response.aclose()
+            except GatewayError as exc:
+                failure = exc  # raised below: a task group would wrap it in a group
             finally:
                 tg.cancel_scope.cancel()
-        if tg.cancel_scope.cancelled_caught:
-            exchange.client_disconnected = True
+        if failure is not None:
+            raise failure
 
     async def _answer(
         self, response: UpstreamResponse, responder: Responder, exchange: Exchange

@@ -29,7 +29,7 @@ class UpstreamResponse(Protocol):
     """An engine response whose body has not been read yet."""
 
     status: int
-    headers: Headers
+    headers: Headers  # names in lower case
 
     def chunks(self) -> AsyncIterator[bytes]:
         """Raw body bytes as they arrive; UpstreamTimeout after ``stream_idle`` of silence."""
@@ -75,11 +75,16 @@ class _HttpxResponse:
         self._response = response
         self._deadline = deadline
         self.status = response.status_code
-        self.headers: Headers = response.headers.raw
+        # httpx decodes any content-encoding in aiter_bytes, so the header goes.
+        self.headers: Headers = []
+        for name, value in response.headers.raw:
+            name = name.lower()
+            if name != b"content-encoding":
+                self.headers.append((name, value))
 
     async def chunks(self) -> AsyncIterator[bytes]:
         try:
-            async for chunk in self._response.aiter_raw():
+            async for chunk in self._response.aiter_bytes():
                 yield chunk
         except httpx.ReadTimeout as exc:
             raise UpstreamTimeout("The engine went silent in the middle of the stream.") from exc
@@ -91,7 +96,7 @@ class _HttpxResponse:
         size = 0
         try:
             async with asyncio.timeout_at(self._deadline):
-                async for chunk in self._response.aiter_raw():
+                async for chunk in self._response.aiter_bytes():
                     size += len(chunk)
                     if size > limit:
                         raise UpstreamProtocolError(

@@ -1,0 +1,85 @@
+"""Config loading: defaults, flags over file, environment over both, errors with lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from gateway.settings import load_settings
+from gateway.yamlsource import SourceError, parse_yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_shipped_config_is_the_defaults() -> None:
+    settings = load_settings(ROOT / "config.yaml", environ={})
+    assert settings.upstream.url == "http://127.0.0.1:8000"
+    assert settings.listen.port == 8080
+    assert settings.policy == ROOT / "policies" / "ft-serve.yaml"
+
+
+def test_flags_override_file_and_env_overrides_flags(tmp_path: Path) -> None:
+    config = tmp_path / "gw.yaml"
+    config.write_text("listen: {port: 9000}\nupstream: {url: 'http://127.0.0.1:1'}\n")
+    settings = load_settings(
+        config,
+        overrides={("listen", "port"): 9001, ("upstream", "url"): "http://127.0.0.1:2"},
+        environ={"FT_GATEWAY_PORT": "9002", "FT_GATEWAY_TIMEOUTS__CONNECT": "1.5"},
+    )
+    assert settings.listen.port == 9002
+    assert settings.upstream.url == "http://127.0.0.1:2"
+    assert settings.timeouts.connect == 1.5
+
+
+def test_policy_path_is_relative_to_the_config_file(tmp_path: Path) -> None:
+    config = tmp_path / "sub" / "gw.yaml"
+    config.parent.mkdir()
+    config.write_text("policy: p.yaml\n")
+    assert load_settings(config, environ={}).policy == (tmp_path / "sub" / "p.yaml")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("listen:\n  port: abc\n", ":2: listen.port: Input should be a valid integer"),
+        ("listen:\n  prot: 1\n", ":2: listen.prot: unknown key"),
+        ("timeouts:\n  connect: -1\n", ":2: timeouts.connect: Input should be greater than 0"),
+        ("upstream:\n  url: ftp://x\n", ":2: upstream.url: String should match pattern"),
+        (
+            "listen: {port: 1}\nlisten: {port: 2}\n",
+            ":2: listen: duplicate key (first defined on line 1)",
+        ),
+        ("listen: [\n", ":2: (top level): invalid YAML"),
+        ("- 1\n", ":1: (top level): a config file must be a mapping"),
+    ],
+)
+def test_bad_config_names_file_key_and_line(tmp_path: Path, text: str, expected: str) -> None:
+    config = tmp_path / "bad.yaml"
+    config.write_text(text)
+    with pytest.raises(SourceError) as info:
+        load_settings(config, environ={})
+    assert f"{config}{expected}" in str(info.value)
+
+
+def test_bad_environment_value_names_the_environment() -> None:
+    with pytest.raises(SourceError, match=r"environment:0: listen.port"):
+        load_settings(None, environ={"FT_GATEWAY_PORT": "eighty"})
+
+
+def test_missing_config_file() -> None:
+    with pytest.raises(SourceError, match="cannot read file"):
+        load_settings("/nonexistent/gw.yaml", environ={})
+
+
+def test_upstream_key_comes_from_the_named_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("ENGINE_KEY", "sk-engine")
+    settings = load_settings(None, environ={"FT_GATEWAY_UPSTREAM__API_KEY_ENV": "ENGINE_KEY"})
+    assert settings.upstream_api_key() == "sk-engine"
+
+
+def test_yaml_lines_are_recorded() -> None:
+    doc = parse_yaml("a:\n  b:\n    - x\n    - y: 1\n", file="f")
+    assert doc.line_of(("a", "b", 1, "y")) == 4
+    assert doc.line_of(("a", "b", 0)) == 3
+    assert doc.line_of(("a", "missing")) == 1
