@@ -1,0 +1,163 @@
+"""The reference engine's batcher: continuous batching, per-row seeds, thinking, cancel."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator
+
+import anyio
+import pytest
+
+from refengine.batcher import THINK_TOKENS, Engine, Finished, Row
+from refengine.model import default_model
+from refengine.params import SamplingParams
+
+pytestmark = pytest.mark.anyio
+
+
+@contextlib.asynccontextmanager
+async def running(engine: Engine) -> AsyncIterator[Engine]:
+    task = asyncio.create_task(engine.run())
+    try:
+        yield engine
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+def _engine(*, max_batch: int = 32, unpatched_sampler: bool = False) -> Engine:
+    return Engine(default_model(), max_batch=max_batch, unpatched_sampler=unpatched_sampler)
+
+
+def _prompt(engine: Engine, text: str) -> list[int]:
+    return engine.tokenizer.encode(text)
+
+
+async def _result(row: Row) -> tuple[str, str]:
+    parts: list[str] = []
+    with anyio.fail_after(30):
+        while not isinstance(event := await row.events.get(), Finished):
+            parts.append(event)
+    return "".join(parts), event.reason
+
+
+SEEDED = SamplingParams(max_tokens=40, seed=1234, temperature=1.0, top_k=200)
+
+
+async def test_rows_queued_together_share_the_first_step() -> None:
+    engine = _engine()
+    rows = [engine.submit(_prompt(engine, f"list {i}"), SEEDED) for i in range(5)]
+    async with running(engine):
+        for row in rows:
+            await _result(row)
+    assert engine.stats.batch_sizes[5] >= 1
+    assert engine.stats.max_batch_seen == 5
+    assert engine.stats.finished == 5
+    assert engine.stats.active == engine.stats.waiting == 0
+
+
+async def test_a_request_joins_the_running_batch_at_a_step_boundary() -> None:
+    engine = _engine()
+    long = SamplingParams(max_tokens=200, seed=1)
+    first = engine.submit(_prompt(engine, "a"), long)
+    async with running(engine):
+        await engine.wait_until(lambda s: s.steps >= 3)
+        second = engine.submit(_prompt(engine, "b"), SamplingParams(max_tokens=3, seed=2))
+        await _result(second)
+        assert engine.stats.max_batch_seen == 2
+        assert len(first.generated) > 3 or first.done
+        engine.cancel(first)
+
+
+async def test_max_batch_is_respected() -> None:
+    engine = _engine(max_batch=2)
+    rows = [engine.submit(_prompt(engine, "x"), SEEDED) for _ in range(5)]
+    async with running(engine):
+        for row in rows:
+            await _result(row)
+    assert engine.stats.max_batch_seen == 2
+    assert engine.stats.admitted == engine.stats.finished == 5
+
+
+async def test_a_seeded_row_gives_the_same_text_whatever_the_batch() -> None:
+    engine = _engine()
+    prompt = _prompt(engine, "Explain the list.")
+    async with running(engine):
+        alone = await _result(engine.submit(prompt, SEEDED))
+        for crowd in (3, 8):
+            others = [
+                engine.submit(_prompt(engine, f"other {i}"), SamplingParams(max_tokens=5 + 7 * i))
+                for i in range(crowd)
+            ]
+            again = await _result(engine.submit(prompt, SEEDED))
+            assert again == alone
+            for row in others:
+                await _result(row)
+    assert engine.stats.max_batch_seen > 3
+
+
+async def test_unseeded_rows_get_distinct_random_seeds_at_admission() -> None:
+    engine = _engine()
+    rows = [engine.submit([], SamplingParams(max_tokens=2)) for _ in range(4)]
+    assert all(row.seed is None for row in rows)
+    async with running(engine):
+        for row in rows:
+            await _result(row)
+    seeds = {row.seed for row in rows}
+    assert None not in seeds
+    assert len(seeds) == 4
+
+
+async def test_the_unpatched_sampler_ignores_the_seed() -> None:
+    engine = _engine(unpatched_sampler=True)
+    prompt = _prompt(engine, "Explain the list.")
+    async with running(engine):
+        texts = {(await _result(engine.submit(prompt, SEEDED)))[0] for _ in range(3)}
+    assert len(texts) > 1
+
+
+async def test_thinking_writes_a_short_thought_first() -> None:
+    engine = _engine()
+    tok = engine.tokenizer
+    row = engine.submit(_prompt(engine, "Hi"), SEEDED, thinking=True)
+    async with running(engine):
+        text, _ = await _result(row)
+    assert row.generated[0] == tok.think_start_id
+    assert row.generated[THINK_TOKENS + 1] == tok.think_end_id
+    assert tok.eos_id not in row.generated[: THINK_TOKENS + 1]
+    assert text.startswith("<think>\n")
+    assert "\n</think>\n\n" in text
+
+
+async def test_temperature_zero_is_deterministic_without_a_seed() -> None:
+    engine = _engine()
+    params = SamplingParams(max_tokens=20, temperature=0.0)
+    async with running(engine):
+        texts = {
+            (await _result(engine.submit(_prompt(engine, "The"), params)))[0] for _ in range(3)
+        }
+    assert len(texts) == 1
+
+
+async def test_cancel_drops_waiting_and_active_rows() -> None:
+    engine = _engine()
+    endless = SamplingParams(max_tokens=10**6, seed=3)
+    active = engine.submit(_prompt(engine, "a"), endless, thinking=True)
+    async with running(engine):
+        await engine.wait_until(lambda s: s.steps >= 2)
+        engine.pause()
+        waiting = engine.submit(_prompt(engine, "b"), endless)
+        engine.cancel(waiting)
+        engine.cancel(active)
+        engine.cancel(active)  # twice is harmless
+        assert engine.stats.cancelled == 2
+        assert engine.stats.active == engine.stats.waiting == 0
+        tokens = engine.stats.tokens
+        engine.resume()
+        done = engine.submit(_prompt(engine, "c"), SamplingParams(max_tokens=1))
+        await _result(done)
+    assert engine.stats.tokens == tokens + 1  # only the new row was stepped
+    assert engine.stats.finished == 1
+    assert active.finish_reason == waiting.finish_reason == "cancelled"
