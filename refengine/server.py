@@ -68,7 +68,7 @@ def create_app(
         reply = Reply("chat", model_name, len(prompt))
         if chat.stream:
             return _event_stream(engine, row, reply, include_usage=chat.include_usage)
-        return JSONResponse(await _collect(engine, row, reply))
+        return await _collect(request, engine, row, reply)
 
     async def completions(request: Request) -> Response:
         completion = parse_completion(await _json_body(request))
@@ -87,7 +87,7 @@ def create_app(
         reply = Reply("completion", model_name, len(prompt))
         if completion.stream:
             return _event_stream(engine, row, reply, include_usage=completion.include_usage)
-        return JSONResponse(await _collect(engine, row, reply))
+        return await _collect(request, engine, row, reply)
 
     async def models(request: Request) -> Response:
         card = {"id": model_name, "object": "model", "created": 0, "owned_by": "refengine"}
@@ -123,14 +123,31 @@ def _check_model(requested: str, served: str) -> None:
         raise ModelNotFound(requested)
 
 
-async def _collect(engine: Engine, row: Row, reply: Reply) -> dict[str, Any]:
-    parts: list[str] = []
-    try:
+async def _collect(request: Request, engine: Engine, row: Row, reply: Reply) -> Response:
+    """The whole reply; if the client hangs up first, the row leaves the batch."""
+
+    async def text() -> tuple[str, str]:
+        parts: list[str] = []
         while not isinstance(event := await row.events.get(), Finished):
             parts.append(event)
+        return "".join(parts), event.reason
+
+    async def hang_up() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    collecting = asyncio.ensure_future(text())
+    watching = asyncio.ensure_future(hang_up())
+    try:
+        await asyncio.wait((collecting, watching), return_when=asyncio.FIRST_COMPLETED)
     finally:
+        collecting.cancel()
+        watching.cancel()
         engine.cancel(row)  # a no-op once the row has finished
-    return reply.body("".join(parts), event.reason, len(row.generated))
+    if not collecting.done() or collecting.cancelled():
+        return Response(status_code=499)  # nobody is listening any more
+    content, reason = collecting.result()
+    return JSONResponse(reply.body(content, reason, len(row.generated)))
 
 
 def _event_stream(engine: Engine, row: Row, reply: Reply, *, include_usage: bool) -> Response:

@@ -261,6 +261,26 @@ async def test_a_client_that_disconnects_is_dropped_from_the_batch(
     assert engine.stats.steps == steps + 1  # the dropped row was never stepped again
 
 
+async def test_a_non_streaming_client_that_hangs_up_is_dropped_too(
+    engine_url: tuple[str, Engine], client: httpx.AsyncClient
+) -> None:
+    _, engine = engine_url
+    engine.pause()
+
+    async def post() -> None:
+        await client.post("/v1/completions", json=_completion(max_tokens=10**6))
+
+    async with anyio.create_task_group() as group:
+        group.start_soon(post)
+        with anyio.fail_after(30):
+            await engine.wait_until(lambda s: s.waiting == 1)
+        group.cancel_scope.cancel()  # the client gives up and closes its connection
+    with anyio.fail_after(30):
+        await engine.wait_until(lambda s: s.cancelled == 1)
+    assert engine.stats.waiting == engine.stats.active == engine.stats.admitted == 0
+    engine.resume()
+
+
 async def _replays(url: str, engine: Engine, *, rounds: int) -> list[str]:
     """The same seeded request, each time batched with 8 others of different lengths."""
     contents: list[str] = []
