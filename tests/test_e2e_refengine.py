@@ -79,7 +79,9 @@ async def replay_under_load(client: openai.AsyncOpenAI, seed: int, rounds: int) 
             seeded(client, seed),
             *(neighbour(client, i) for i in range(4, 8)),
         )
-        texts.append(results[4])
+        text = results[4]
+        assert isinstance(text, str)
+        texts.append(text)
     return texts
 
 
