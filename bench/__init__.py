@@ -1,0 +1,1 @@
+"""Benchmark harness: fake engine, contenders, load generators, report (see bench/README.md)."""

@@ -1,0 +1,200 @@
+"""The proxies under test, how to start each one, and how to know it is ready."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench.nginx import nginx_command
+from bench.procstat import descendants
+
+ROOT = Path(__file__).resolve().parent.parent
+VENV_BIN = Path(sys.executable).parent
+
+
+@dataclass(frozen=True)
+class Launch:
+    """Where a proxy listens, what it forwards to, and a scratch directory of its own."""
+
+    upstream: str
+    host: str
+    port: int
+    workdir: Path
+
+
+Command = Callable[[Launch], tuple[list[str], dict[str, str]]]
+
+
+@dataclass(frozen=True)
+class Contender:
+    """A named way of reaching the engine; ``command`` None means no proxy at all."""
+
+    name: str
+    description: str
+    command: Command | None
+
+    def available(self) -> bool:
+        """Whether this contender can run on this checkout."""
+        if self.name == "gateway":
+            return (ROOT / "gateway" / "cli.py").exists() and (VENV_BIN / "ft-gateway").exists()
+        return True
+
+
+def _nginx(launch: Launch) -> tuple[list[str], dict[str, str]]:
+    upstream = launch.upstream.removeprefix("http://")
+    return nginx_command(
+        upstream=upstream, host=launch.host, port=launch.port, prefix=launch.workdir
+    ), {}
+
+
+def _naive(launch: Launch) -> tuple[list[str], dict[str, str]]:
+    command = [
+        str(VENV_BIN / "python"),
+        "-m",
+        "uvicorn",
+        "--factory",
+        "bench.naive_proxy:create_app",
+        "--host",
+        launch.host,
+        "--port",
+        str(launch.port),
+        "--log-level",
+        "warning",
+    ]
+    return command, {"NAIVE_UPSTREAM": launch.upstream}
+
+
+def _gateway(launch: Launch) -> tuple[list[str], dict[str, str]]:
+    command = [
+        str(VENV_BIN / "ft-gateway"),
+        "serve",
+        "--upstream",
+        launch.upstream,
+        "--host",
+        launch.host,
+        "--port",
+        str(launch.port),
+    ]
+    config = ROOT / "config.yaml"
+    if config.exists():
+        command[2:2] = ["--config", str(config)]
+    return command, {}
+
+
+CONTENDERS = [
+    Contender("direct", "the load generator talks to the fake engine itself", None),
+    Contender("nginx", "nginx reverse proxy, one worker, buffering off, keep-alive pool", _nginx),
+    Contender(
+        "naive", "Starlette + httpx pass-through under uvicorn (bench/naive_proxy.py)", _naive
+    ),
+    Contender("gateway", "ft-gateway serve with the default ft-serve policy", _gateway),
+]
+
+
+def select(names: list[str] | None) -> list[Contender]:
+    """Contenders by name (None: every available one), in the table's order."""
+    known = {c.name: c for c in CONTENDERS}
+    if not names:
+        return [c for c in CONTENDERS if c.available()]
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"unknown contender(s) {unknown}; known: {list(known)}")
+    missing = [n for n in names if not known[n].available()]
+    if missing:
+        raise ValueError(f"contender(s) {missing} not available on this checkout")
+    return [c for c in CONTENDERS if c.name in names]
+
+
+def wait_ready(url: str, *, process: subprocess.Popen[bytes] | None, timeout: float) -> None:
+    """Poll ``GET url/v1/models`` until it answers 200; fail fast if the process exits."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if process is not None and process.poll() is not None:
+            raise RuntimeError(f"process exited with {process.returncode} before it was ready")
+        try:
+            with urllib.request.urlopen(url + "/v1/models", timeout=2) as answer:
+                if answer.status == 200:
+                    return
+        except (urllib.error.URLError, ConnectionError, TimeoutError):
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{url} not ready after {timeout:.0f} s")
+        time.sleep(0.05)
+
+
+@dataclass
+class Running:
+    """A started process (or none, for direct) and the URL that reaches the engine."""
+
+    url: str
+    process: subprocess.Popen[bytes] | None
+
+    @property
+    def pid(self) -> int | None:
+        """The pid whose process tree is measured."""
+        return None if self.process is None else self.process.pid
+
+
+def start_process(
+    command: list[str], *, env: dict[str, str], cpu: int | None, log: Path
+) -> subprocess.Popen[bytes]:
+    """Start ``command`` pinned to ``cpu`` with its output in ``log``."""
+    if cpu is not None:
+        command = ["taskset", "-c", str(cpu), *command]
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            command,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env={**os.environ, **env},
+            cwd=ROOT,
+            start_new_session=True,
+        )
+
+
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    """SIGTERM the process and its descendants; SIGKILL what is left after 5 s."""
+    pids = descendants(process.pid)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    try:
+        process.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    process.wait()
+
+
+@contextlib.contextmanager
+def running(contender: Contender, launch: Launch, *, cpu: int | None) -> Iterator[Running]:
+    """Start ``contender`` in front of ``launch.upstream``, wait until ready, stop on exit."""
+    if contender.command is None:
+        yield Running(launch.upstream, None)
+        return
+    launch.workdir.mkdir(parents=True, exist_ok=True)
+    command, env = contender.command(launch)
+    log = launch.workdir / "output.log"
+    process = start_process(command, env=env, cpu=cpu, log=log)
+    url = f"http://{launch.host}:{launch.port}"
+    try:
+        try:
+            wait_ready(url, process=process, timeout=60)
+        except (RuntimeError, TimeoutError) as exc:
+            tail = log.read_text(errors="replace")[-3000:]
+            raise RuntimeError(f"{contender.name} did not start: {exc}\n{tail}") from exc
+        yield Running(url, process)
+    finally:
+        stop_process(process)

@@ -1,0 +1,98 @@
+"""CPU time and memory of a process tree, read from /proc (Linux only).
+
+A proxy may be several processes (nginx: a master and its worker), so every
+figure is summed over the process and its live descendants.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+PROC = Path("/proc")
+
+
+@dataclass(frozen=True)
+class ProcStat:
+    """The fields of /proc/PID/stat that the benchmark uses."""
+
+    pid: int
+    ppid: int
+    utime: int
+    stime: int
+    cutime: int
+    cstime: int
+
+    @property
+    def ticks(self) -> int:
+        """CPU time of the process and its reaped children, in clock ticks."""
+        return self.utime + self.stime + self.cutime + self.cstime
+
+
+def parse_stat(text: str) -> ProcStat:
+    """Parse one /proc/PID/stat line; the command name may hold spaces and parentheses."""
+    pid, _, rest = text.partition(" (")
+    fields = rest[rest.rindex(")") + 2 :].split()
+    # fields[0] is field 3 (state) of proc(5): ppid is field 4, utime..cstime 14..17.
+    return ProcStat(
+        pid=int(pid),
+        ppid=int(fields[1]),
+        utime=int(fields[11]),
+        stime=int(fields[12]),
+        cutime=int(fields[13]),
+        cstime=int(fields[14]),
+    )
+
+
+def parse_status_kib(text: str, key: str) -> int:
+    """The value in KiB of ``key`` (``VmRSS``, ``VmHWM``) in a /proc/PID/status text."""
+    for line in text.splitlines():
+        name, _, value = line.partition(":")
+        if name == key:
+            return int(value.split()[0])
+    raise KeyError(key)
+
+
+def descendants(pid: int, *, proc: Path = PROC) -> list[int]:
+    """``pid`` and all its live descendants, parents first.
+
+    Found by scanning every /proc/PID/stat for its parent, since
+    /proc/PID/task/TID/children needs a kernel option that not every kernel has.
+    """
+    children: dict[int, list[int]] = {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = parse_stat((entry / "stat").read_text())
+        except (FileNotFoundError, ProcessLookupError, ValueError):
+            continue
+        children.setdefault(stat.ppid, []).append(stat.pid)
+    tree = [pid]
+    for parent in tree:
+        tree.extend(sorted(children.get(parent, [])))
+    return tree
+
+
+def cpu_seconds(pid: int, *, proc: Path = PROC) -> float:
+    """User + system CPU time of ``pid``'s process tree, in seconds."""
+    ticks = 0
+    for member in descendants(pid, proc=proc):
+        try:
+            ticks += parse_stat((proc / str(member) / "stat").read_text()).ticks
+        except FileNotFoundError:
+            continue
+    return ticks / CLOCK_TICKS
+
+
+def memory_kib(pid: int, key: str, *, proc: Path = PROC) -> int:
+    """``key`` from /proc/PID/status (``VmRSS`` now, ``VmHWM`` peak) summed over the tree."""
+    total = 0
+    for member in descendants(pid, proc=proc):
+        try:
+            total += parse_status_kib((proc / str(member) / "status").read_text(), key)
+        except (FileNotFoundError, KeyError):
+            continue
+    return total
