@@ -15,6 +15,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from gateway.auth import load_keyring
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound
 from gateway.exchange import NullObserver, Observer
 from gateway.policy import Policy
@@ -83,6 +84,13 @@ def create_app(
         policy=policy if policy is not None else load_policy(settings),
         upstream_auth=f"Bearer {key}".encode() if key else None,
     )
+    if settings.auth.enabled:
+        keyring = load_keyring(
+            settings.auth.keys_file,
+            settings.auth.keys_env,
+            profiles=state.policy.source.profiles,
+        )
+        state.authenticate = keyring.authenticate
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

@@ -68,6 +68,22 @@ class Limits(_Section):
     )
 
 
+class Auth(_Section):
+    """API keys. Off unless ``keys_file`` or ``keys_env`` names where the key hashes are."""
+
+    keys_file: Path | None = Field(
+        default=None, description="YAML file of key hashes (see gateway/auth.py)"
+    )
+    keys_env: str | None = Field(
+        default=None,
+        description="name of an environment variable holding 'name:sha256[:profile]' entries",
+    )
+
+    @property
+    def enabled(self) -> bool:
+        return self.keys_file is not None or self.keys_env is not None
+
+
 class Settings(_Section):
     """Everything the gateway needs to start."""
 
@@ -75,6 +91,7 @@ class Settings(_Section):
     upstream: Upstream = Field(default_factory=Upstream)
     timeouts: Timeouts = Field(default_factory=Timeouts)
     limits: Limits = Field(default_factory=Limits)
+    auth: Auth = Field(default_factory=Auth)
     policy: Path = Path("policies/ft-serve.yaml")
 
     def upstream_api_key(self) -> str | None:
@@ -147,7 +164,11 @@ def load_settings(
             else:
                 problems.append(doc.problem(loc, msg))
         raise SourceError(problems) from exc
-    if config is not None and not settings.policy.is_absolute():
-        if ("policy",) not in origin:
-            settings.policy = Path(config).resolve().parent / settings.policy
+    if config is not None:
+        here = Path(config).resolve().parent
+        if not settings.policy.is_absolute() and ("policy",) not in origin:
+            settings.policy = here / settings.policy
+        keys = settings.auth.keys_file
+        if keys is not None and not keys.is_absolute() and ("auth", "keys_file") not in origin:
+            settings.auth.keys_file = here / keys
     return settings
