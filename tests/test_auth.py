@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hmac
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +11,6 @@ import httpx
 import openai
 import pytest
 
-from gateway import auth
 from gateway.app import create_app
 from gateway.auth import ApiKey, Keyring, hash_key, load_keyring
 from gateway.errors import AuthenticationFailed
@@ -235,7 +234,7 @@ def test_every_key_is_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch)
         calls.append((a, b))
         return real(a, b)
 
-    monkeypatch.setattr(auth.hmac, "compare_digest", recording)
+    monkeypatch.setattr(hmac, "compare_digest", recording)
     keys = [ApiKey(name, bytes.fromhex(hash_key(f"sk-{name}"))) for name in ("a", "b", "c")]
     ring = Keyring(keys)
 
@@ -356,15 +355,17 @@ def test_gateway_refuses_to_start_without_its_keys(settings: Settings) -> None:
 def test_openai_sdk_with_and_without_a_key(settings: Settings, engine: Engine) -> None:
     app = create_app(settings, transport=httpx.MockTransport(engine))
     with ServerThread(app) as server:
-        make: Callable[[str], openai.OpenAI] = lambda key: openai.OpenAI(
-            base_url=f"{server.url}/v1", api_key=key, max_retries=0
-        )
-        with pytest.raises(openai.AuthenticationError) as info:
-            make("sk-wrong").chat.completions.create(model=MODEL, messages=[])
-        assert info.value.code == "invalid_api_key"
-        answer = make(ALICE).chat.completions.create(
-            model=MODEL, messages=[{"role": "user", "content": "hi"}]
-        )
-        assert answer.choices[0].message.content == "hello"
-        assert [m.id for m in make(BATCH).models.list()] == [MODEL]
+
+        def make(key: str) -> openai.OpenAI:
+            return openai.OpenAI(base_url=f"{server.url}/v1", api_key=key, max_retries=0)
+
+        with make("sk-wrong") as wrong, make(ALICE) as alice, make(BATCH) as batch:
+            with pytest.raises(openai.AuthenticationError) as info:
+                wrong.chat.completions.create(model=MODEL, messages=[])
+            assert info.value.code == "invalid_api_key"
+            answer = alice.chat.completions.create(
+                model=MODEL, messages=[{"role": "user", "content": "hi"}]
+            )
+            assert answer.choices[0].message.content == "hello"
+            assert [m.id for m in batch.models.list()] == [MODEL]
     assert len(engine.requests) == 2
