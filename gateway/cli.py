@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from gateway import __version__
+from gateway.policycommands import add_policy_commands, config_path
 from gateway.yamlsource import SourceError
 
 
@@ -20,15 +20,6 @@ def _add_serve(sub: Any) -> None:
     p.add_argument("--port", type=int, help="listen port")
     p.add_argument("--policy", help="policy file")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
-
-
-def _config_path(arg: str | None) -> str | None:
-    if arg:
-        return arg
-    env = os.environ.get("FT_GATEWAY_CONFIG")
-    if env:
-        return env
-    return "config.yaml" if os.path.exists("config.yaml") else None
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -45,7 +36,7 @@ def serve(args: argparse.Namespace) -> int:
         ("policy",): args.policy,
     }
     try:
-        settings = load_settings(_config_path(args.config), overrides=overrides)
+        settings = load_settings(config_path(args.config), overrides=overrides)
         app = create_app(settings)
     except SourceError as exc:
         print(f"ft-gateway: cannot start:\n{exc}", file=sys.stderr)
@@ -69,8 +60,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"ft-gateway {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_serve(sub)
+    commands = {"serve": serve, **add_policy_commands(sub)}
     args = parser.parse_args(argv)
-    commands = {"serve": serve}
     return commands[args.command](args)
 
 

@@ -15,15 +15,26 @@ for one model name, or for clients whose API key names the profile.
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
+from pydantic_core import core_schema
 
 from gateway.values import ValueSpec, json_equal
-from gateway.yamlsource import Problem, SourceError, YamlDocument, load_yaml, parse_yaml
+from gateway.yamlsource import (
+    Problem,
+    SourceError,
+    YamlDocument,
+    decode_source,
+    parse_yaml,
+    read_source,
+)
 
 Action = Literal["pass", "reject", "strip", "rename", "default"]
 UnknownAction = Literal["reject", "strip", "pass"]
@@ -124,27 +135,137 @@ class PolicyFile(BaseModel):
     )
 
 
+class _SchemaGenerator(GenerateJsonSchema):
+    def default_schema(self, schema: core_schema.WithDefaultSchema) -> JsonSchemaValue:
+        # ``value`` has no default, only a marker for "not given".
+        if schema.get("default") is _UNSET:
+            return self.generate_inner(schema["schema"])
+        return super().default_schema(schema)
+
+
 def policy_schema() -> dict[str, Any]:
     """JSON Schema of policy files (``ft-gateway schema``)."""
-    schema = PolicyFile.model_json_schema()
+    schema = PolicyFile.model_json_schema(schema_generator=_SchemaGenerator)
+    defs = schema["$defs"]
+    rule = defs["FieldRule"]
+    rule["allOf"] = [
+        {
+            "if": {"properties": {"action": {"const": action}}, "required": ["action"]},
+            "then": {"required": [key]},
+        }
+        for action, key in (("rename", "to"), ("default", "value"))
+    ]
+    # An overlay's rule is a patch: the same keys, none of them required.
+    patch = {k: v for k, v in rule.items() if k not in ("required", "allOf", "title")}
+    patch["title"] = "FieldPatch"
+    patch["description"] = "Keys laid over the route's rule of the same field."
+    defs["FieldPatch"] = patch
+    defs["RouteOverlay"]["properties"]["fields"]["additionalProperties"] = {
+        "$ref": "#/$defs/FieldPatch"
+    }
     schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
     schema["$id"] = SCHEMA_ID
     return schema
 
 
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The model whose keys are allowed at ``loc`` (for "did you mean")."""
+    depth = len(loc)
+    if depth == 1:
+        return PolicyFile
+    if loc[0] == "routes":
+        if depth == 3:
+            return RoutePolicy
+        if depth == 5:
+            return FieldRule
+        return ValueSpec if depth > 5 else None
+    if loc[0] in ("models", "profiles"):
+        if depth == 3:
+            return Overlay
+        if depth == 5:
+            return RouteOverlay
+        return FieldRule if depth == 7 else None
+    return None
+
+
+def _did_you_mean(word: Any, candidates: list[str]) -> str:
+    close = difflib.get_close_matches(str(word), candidates, n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _data_location(data: Any, loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``loc`` cut where it leaves the data: pydantic appends union members ("int",
+    "list[...]") to the locations of errors in a union."""
+    for depth, key in enumerate(loc):
+        if isinstance(data, dict) and key in data:
+            data = data[key]
+        elif isinstance(data, list) and isinstance(key, int) and 0 <= key < len(data):
+            data = data[key]
+        else:
+            return loc[:depth]
+    return loc
+
+
 def _problems_from_validation(
-    doc: YamlDocument, exc: ValidationError, prefix: tuple[Any, ...]
+    doc: YamlDocument, exc: ValidationError, prefix: tuple[Any, ...], data: Any = None
 ) -> list[Problem]:
-    problems = []
+    found: dict[tuple[Any, ...], str] = {}
     for err in exc.errors():
-        loc = (*prefix, *(p for p in err["loc"] if not str(p).startswith("function-after")))
+        loc = tuple(p for p in err["loc"] if not str(p).startswith("function-after"))
+        if err["type"] not in ("missing", "extra_forbidden") and data is not None:
+            loc = _data_location(data, loc)
         message = err["msg"]
         if err["type"] == "extra_forbidden":
-            message = "unknown key"
+            model = _model_at((*prefix, *loc))
+            known = list(model.model_fields) if model is not None else []
+            message = f"unknown key '{loc[-1]}'{_did_you_mean(loc[-1], known)}"
         elif err["type"] == "literal_error":
-            message = f"{err['msg']}, got {err['input']!r}"
-        problems.append(doc.problem(loc, message))
-    return problems
+            expected = re.findall(r"'([^']*)'", str(err.get("ctx", {}).get("expected", "")))
+            message = f"{err['msg']}, got {json.dumps(err['input'], default=str)}" + _did_you_mean(
+                err["input"], expected
+            )
+        else:
+            if err["type"] == "value_error":
+                message = message.removeprefix("Value error, ")
+            elif isinstance(err.get("input"), (str, int, float)) and "got" not in message:
+                message = f"{message}, got {json.dumps(err['input'])}"
+            if loc in found and "Input should be '" in found[loc]:
+                # Another member of the same union: keep a literal's message (it
+                # lists the allowed values), else the last one's (number after integer).
+                continue
+        found[loc] = message
+    return [doc.problem((*prefix, *loc), message) for loc, message in found.items()]
+
+
+def _salvage_point(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The entry to drop so that the rest of a file around an error can still be checked."""
+    loc = tuple(p for p in loc if p != "[key]")
+    if len(loc) >= 4 and loc[0] == "routes" and loc[2] == "fields":
+        return loc[:4]
+    if len(loc) >= 6 and loc[0] in ("models", "profiles") and loc[4] == "fields":
+        return loc[:6]
+    if len(loc) >= 4 and loc[0] in ("models", "profiles") and loc[2] == "routes":
+        return loc[:4]
+    if len(loc) >= 2 and loc[0] in ("routes", "models", "profiles"):
+        return loc[:3] if len(loc) >= 3 else loc[:2]
+    return loc[:1]
+
+
+def _without(data: dict[str, Any], locs: list[tuple[Any, ...]]) -> dict[str, Any] | None:
+    """A copy of ``data`` without the entries around ``locs``; None if one is required."""
+    out: dict[str, Any] = json.loads(json.dumps(data, default=str))
+    dropped: list[tuple[Any, ...]] = []
+    for point in sorted({_salvage_point(loc) for loc in locs}, key=len):
+        if any(point[: len(d)] == d for d in dropped):
+            continue
+        node: Any = out
+        for key in point[:-1]:
+            node = node.get(key) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or point[-1] not in node:
+            return None
+        del node[point[-1]]
+        dropped.append(point)
+    return out
 
 
 def merge_rule(base: FieldRule | None, patch: dict[str, Any]) -> FieldRule:
@@ -227,31 +348,55 @@ def _semantic_problems(doc: YamlDocument, policy: PolicyFile) -> list[Problem]:
                         merged[field_name] = merge_rule(base.get(field_name), patch)
                     except ValidationError as exc:
                         problems.extend(
-                            _problems_from_validation(doc, exc, (*where, "fields", field_name))
+                            _problems_from_validation(
+                                doc, exc, (*where, "fields", field_name), patch
+                            )
                         )
                 check_route((*where, "fields"), merged)
     return problems
 
 
+def check_policy(doc: YamlDocument) -> tuple[PolicyFile | None, list[Problem]]:
+    """Validate a parsed policy document: the policy (None if anything is wrong) and
+    every problem found. Entries with errors are set aside and the rest checked too,
+    so one run reports everything wrong in the file."""
+    if not isinstance(doc.data, dict):
+        return None, [doc.problem((), "a policy file must be a mapping")]
+    data: dict[str, Any] | None = doc.data
+    problems: list[Problem] = []
+    while data is not None:
+        try:
+            policy = PolicyFile.model_validate(data)
+        except ValidationError as exc:
+            found = _problems_from_validation(doc, exc, (), data)
+            found = [p for p in found if p not in problems]
+            if not found:
+                break
+            problems.extend(found)
+            data = _without(data, [tuple(err["loc"]) for err in exc.errors()])
+            continue
+        problems.extend(p for p in _semantic_problems(doc, policy) if p not in problems)
+        return (None if problems else policy), problems
+    return None, problems
+
+
 def read_policy(doc: YamlDocument) -> PolicyFile:
     """Validate a parsed policy document; SourceError lists every problem."""
-    if not isinstance(doc.data, dict):
-        raise SourceError([doc.problem((), "a policy file must be a mapping")])
-    try:
-        policy = PolicyFile.model_validate(doc.data)
-    except ValidationError as exc:
-        raise SourceError(_problems_from_validation(doc, exc, ())) from exc
-    problems = _semantic_problems(doc, policy)
-    if problems:
+    policy, problems = check_policy(doc)
+    if policy is None:
         raise SourceError(problems)
     return policy
 
 
 def load_policy_file(path: str | Path) -> tuple[PolicyFile, str]:
     """Load and check a policy file; returns it with the SHA-256 of its bytes."""
-    doc = load_yaml(path)
-    digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
-    return read_policy(doc), digest
+    data = read_source(path)
+    problems: list[Problem] = []
+    doc = parse_yaml(decode_source(data, file=str(path)), file=str(path), problems=problems)
+    policy, found = check_policy(doc)
+    if policy is None or problems:
+        raise SourceError([*problems, *found])
+    return policy, hashlib.sha256(data).hexdigest()
 
 
 def parse_policy_text(text: str, *, file: str = "<policy>") -> PolicyFile:

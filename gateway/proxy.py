@@ -20,7 +20,7 @@ import orjson
 from gateway.engineerrors import normalise_error_body
 from gateway.errors import BodyTooLarge, GatewayError, InvalidRequest, UnsupportedMediaType
 from gateway.exchange import Exchange
-from gateway.policy import apply_policy
+from gateway.policy import Decision, apply_policy
 from gateway.relay import relay_stream
 from gateway.upstream import Headers, UpstreamResponse
 
@@ -144,6 +144,11 @@ def parse_request(raw: bytes, headers: Headers) -> dict[str, Any]:
     return data
 
 
+def request_content(raw: bytes, decision: Decision) -> bytes:
+    """The body sent to the engine: the client's bytes unless the policy changed it."""
+    return orjson.dumps(decision.body) if decision.changed else raw
+
+
 class Responder:
     """Sends one response; remembers whether it started."""
 
@@ -219,7 +224,7 @@ class ProxyEndpoint:
                 exchange.outcomes = decision.outcomes
                 if decision.error is not None:
                     raise decision.error
-                content = orjson.dumps(decision.body) if decision.changed else raw
+                content = request_content(raw, decision)
                 exchange.stream = decision.body.get("stream") is True
             await self._forward(scope, receive, responder, exchange, content=content)
         except GatewayError as exc:

@@ -78,6 +78,7 @@ def _walk(
     doc.lines.setdefault(path, node.start_mark.line + 1)
     if isinstance(node, yaml.MappingNode):
         seen: dict[Any, int] = {}
+        kept: list[tuple[yaml.Node, yaml.Node]] = []
         for key_node, value_node in node.value:
             key = key_node.value if isinstance(key_node, yaml.ScalarNode) else str(key_node)
             line = key_node.start_mark.line + 1
@@ -91,39 +92,64 @@ def _walk(
                     )
                 )
                 continue
+            kept.append((key_node, value_node))
             seen[key] = line
             doc.lines[(*path, key)] = line
             _walk(value_node, (*path, key), doc, problems)
+        # The first definition wins, so the data agrees with the recorded lines.
+        node.value = kept
     elif isinstance(node, yaml.SequenceNode):
         for index, item in enumerate(node.value):
             _walk(item, (*path, index), doc, problems)
 
 
-def parse_yaml(text: str, *, file: str) -> YamlDocument:
-    """Parse ``text``; raise SourceError for YAML syntax errors and duplicate keys."""
+def parse_yaml(text: str, *, file: str, problems: list[Problem] | None = None) -> YamlDocument:
+    """Parse ``text``; raise SourceError for YAML syntax errors and duplicate keys.
+
+    With a ``problems`` list, duplicate keys are appended to it instead and the
+    document (first definition of each key) is returned, so that a checker can
+    report them together with everything else wrong in the file.
+    """
+    loader = yaml.SafeLoader(text)
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text) if node is not None else None
+        node = loader.get_single_node()
+        doc = YamlDocument(file=file, data=None)
+        found: list[Problem] = []
+        if node is not None:
+            _walk(node, (), doc, found)
+            doc.data = loader.construct_document(node)
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         line = mark.line + 1 if mark is not None else 1
         raise SourceError([Problem(file, line, (), f"invalid YAML: {exc.problem}")]) from exc
     except yaml.YAMLError as exc:
         raise SourceError([Problem(file, 1, (), f"invalid YAML: {exc}")]) from exc
-    doc = YamlDocument(file=file, data=data)
-    problems: list[Problem] = []
-    if node is not None:
-        _walk(node, (), doc, problems)
-    if problems:
-        raise SourceError(problems)
+    finally:
+        loader.dispose()
+    if found:
+        if problems is None:
+            raise SourceError(found)
+        problems.extend(found)
     return doc
 
 
-def load_yaml(path: str | Path) -> YamlDocument:
+def read_source(path: str | Path) -> bytes:
+    """The bytes of a config or policy file; a missing file is a SourceError."""
+    try:
+        return Path(path).read_bytes()
+    except OSError as exc:
+        raise SourceError([Problem(str(path), 1, (), f"cannot read file: {exc.strerror}")]) from exc
+
+
+def decode_source(data: bytes, *, file: str) -> str:
+    """``data`` as UTF-8 text; SourceError if it is not."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SourceError([Problem(file, 1, (), f"not UTF-8 text: {exc.reason}")]) from exc
+
+
+def load_yaml(path: str | Path, *, problems: list[Problem] | None = None) -> YamlDocument:
     """Read and parse a YAML file; a missing file is a SourceError too."""
     name = str(path)
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SourceError([Problem(name, 1, (), f"cannot read file: {exc.strerror}")]) from exc
-    return parse_yaml(text, file=name)
+    return parse_yaml(decode_source(read_source(path), file=name), file=name, problems=problems)
