@@ -112,7 +112,8 @@ class UpstreamError(GatewayError):
 
 
 class UpstreamUnreachable(UpstreamError):
-    """The engine refused or dropped the connection before answering."""
+    """No connection to the engine (refused, or the connect timed out): nothing was
+    sent, so the request may safely go to another replica."""
 
     default_code = "upstream_unreachable"
 

@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from gateway.yamlsource import Problem, SourceError, YamlDocument, load_yaml
 
@@ -37,17 +37,62 @@ class Listen(_Section):
     port: int = Field(default=8080, ge=0, le=65535)
 
 
-class Upstream(_Section):
-    """The engine behind the gateway."""
+_URL = r"^https?://[^/,\s]+"
 
-    url: str = Field(default="http://127.0.0.1:8000", pattern=r"^https?://[^/]+")
+
+def _url_list(value: Any) -> Any:
+    if isinstance(value, str):
+        return [u.strip() for u in value.split(",") if u.strip()]
+    return value
+
+
+class Upstream(_Section):
+    """The engine behind the gateway: one (``url``) or several replicas (``urls``)."""
+
+    url: str = Field(default="http://127.0.0.1:8000", pattern=_URL)
+    urls: list[Annotated[str, Field(pattern=_URL)]] = Field(
+        default_factory=list,
+        min_length=1,
+        description="several engine replicas (instead of url); a string is split at commas",
+    )
+    eject_seconds: float = Field(
+        default=10.0,
+        gt=0,
+        description="a replica that refuses connections stays out this long, then must "
+        "pass a health check",
+    )
+    health_path: str = Field(default="/v1/models", pattern=r"^/")
     api_key_env: str | None = Field(
         default=None,
         description="name of the environment variable that holds the engine's API key "
         "(never the key itself)",
     )
     client: Literal["httpx"] = Field(default="httpx", description="upstream HTTP client")
-    max_connections: int = Field(default=1000, ge=1)
+    max_connections: int = Field(default=1000, ge=1, description="per replica")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _several(cls, data: Any) -> Any:
+        # FT_GATEWAY_UPSTREAM and --upstream set url; commas there mean several.
+        if isinstance(data, dict):
+            url = data.get("url")
+            if isinstance(url, str) and "," in url:
+                if "urls" in data:
+                    raise ValueError("give 'url' (one engine) or 'urls' (several), not both")
+                data = {k: v for k, v in data.items() if k != "url"}
+                data["urls"] = url
+            if "urls" in data:
+                if "url" in data:
+                    raise ValueError("give 'url' (one engine) or 'urls' (several), not both")
+                data = {**data, "urls": _url_list(data["urls"])}
+                if isinstance(data["urls"], list) and data["urls"]:
+                    data["url"] = data["urls"][0]
+        return data
+
+    @property
+    def replicas(self) -> list[str]:
+        """Every engine base URL: ``urls``, or ``url`` alone."""
+        return list(self.urls) if self.urls else [self.url]
 
 
 class Timeouts(_Section):
@@ -112,6 +157,14 @@ def _set(data: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
     node[path[-1]] = value
 
 
+def _replace_address(data: dict[str, Any], path: tuple[str, ...]) -> None:
+    # A flag or variable that names the engine replaces the file's engine list
+    # whichever of url/urls the file used.
+    upstream = data.get("upstream")
+    if path in (("upstream", "url"), ("upstream", "urls")) and isinstance(upstream, dict):
+        data["upstream"] = {k: v for k, v in upstream.items() if k not in ("url", "urls")}
+
+
 def env_overrides(environ: Mapping[str, str]) -> dict[tuple[str, ...], str]:
     """``FT_GATEWAY_*`` variables as key paths."""
     out: dict[tuple[str, ...], str] = {}
@@ -146,9 +199,11 @@ def load_settings(
     origin: dict[tuple[str, ...], str] = {}
     for path, value in (overrides or {}).items():
         if value is not None:
+            _replace_address(data, path)
             _set(data, path, value)
             origin[path] = "command line"
     for path, value in env_overrides(environ).items():
+        _replace_address(data, path)
         _set(data, path, value)
         origin[path] = "environment"
     try:
@@ -158,6 +213,7 @@ def load_settings(
         for err in exc.errors():
             loc = tuple(str(p) for p in err["loc"])
             msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+            msg = msg.removeprefix("Value error, ")
             source = next((o for p, o in origin.items() if loc[: len(p)] == p), None)
             if source is not None:
                 problems.append(Problem(source, 0, loc, msg))

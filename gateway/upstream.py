@@ -50,7 +50,9 @@ class UpstreamClient(Protocol):
     async def request(
         self, method: str, path: str, *, headers: Headers, body: bytes
     ) -> UpstreamResponse:
-        """Send a request and wait for the response headers."""
+        """Send a request and wait for the response headers. UpstreamUnreachable
+        only when no connection could be made (nothing was sent): the balancer
+        retries on another replica then, and only then."""
         ...
 
     async def aclose(self) -> None:
@@ -161,5 +163,10 @@ def make_upstream(
     settings: Settings, *, transport: httpx.AsyncBaseTransport | None = None
 ) -> UpstreamClient:
     """The UpstreamClient that ``settings.upstream.client`` names (an injected
-    ``transport`` always means the httpx client: tests mock through it)."""
+    ``transport`` always means the httpx client: tests mock through it); with
+    several replicas, a Balancer over one such client per replica."""
+    if len(settings.upstream.replicas) > 1:
+        from gateway.balancer import Balancer
+
+        return Balancer.from_settings(settings, lambda one: make_upstream(one, transport=transport))
     return HttpxUpstream(settings, transport=transport)

@@ -40,9 +40,9 @@ class _Server(uvicorn.Server):
 
 
 @contextlib.asynccontextmanager
-async def running_server(app: Any, **kwargs: Any) -> AsyncIterator[str]:
-    """Serve ``app`` in this event loop; yields its base URL."""
-    port = free_port()
+async def running_server(app: Any, *, port: int | None = None, **kwargs: Any) -> AsyncIterator[str]:
+    """Serve ``app`` in this event loop (on ``port``, else a free one); yields its base URL."""
+    port = port or free_port()
     server = _Server(_config(app, port, **kwargs))
     task = asyncio.create_task(server.serve())
     while not server.started:
