@@ -37,7 +37,7 @@ class Listen(_Section):
     port: int = Field(default=8080, ge=0, le=65535)
 
 
-_URL = r"^https?://[^/,\s]+"
+_URL = r"^https?://[^/]+"
 
 
 def _url_list(value: Any) -> Any:
