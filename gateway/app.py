@@ -16,6 +16,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gateway.auth import load_keyring
+from gateway.drain import Drain
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound
 from gateway.exchange import NullObserver, Observer
 from gateway.policy import Policy
@@ -40,6 +41,7 @@ class GatewayState:
     # raises AuthenticationFailed. None: no keys configured.
     authenticate: Callable[[Headers], tuple[str | None, str | None]] | None = None
     upstream: UpstreamClient = field(init=False)
+    drain: Drain = field(default_factory=Drain)
 
 
 def load_policy(settings: Settings) -> Policy:
@@ -104,6 +106,8 @@ def create_app(
         return JSONResponse({"status": "ok"})
 
     async def readyz(request: Request) -> Response:
+        if state.drain.draining:
+            return JSONResponse({"status": "draining"}, status_code=503)
         policy = state.policy
         body: dict[str, Any] = {
             "status": "ready",

@@ -24,9 +24,8 @@ def _add_serve(sub: Any) -> None:
 
 def serve(args: argparse.Namespace) -> int:
     """Load settings and policy, then run uvicorn until stopped."""
-    import uvicorn
-
     from gateway.app import create_app
+    from gateway.server import run_server
     from gateway.settings import load_settings
 
     overrides = {
@@ -41,15 +40,7 @@ def serve(args: argparse.Namespace) -> int:
     except SourceError as exc:
         print(f"ft-gateway: cannot start:\n{exc}", file=sys.stderr)
         return 2
-    uvicorn.run(
-        app,
-        host=settings.listen.host,
-        port=settings.listen.port,
-        log_level=args.log_level,
-        access_log=False,
-        server_header=False,
-        h11_max_incomplete_event_size=64 * 1024,
-    )
+    run_server(app, settings, log_level=args.log_level)
     return 0
 
 

@@ -3,10 +3,12 @@
     GatewayError                      500  server_error
     ├── InvalidRequest                400  invalid_request_error  (param, code)
     │   ├── BodyTooLarge              413
-    │   └── UnsupportedMediaType      415
+    │   ├── UnsupportedMediaType      415
+    │   └── RequestTimeout            408
     ├── AuthenticationFailed          401  invalid_request_error / invalid_api_key
     ├── NotFound                      404  invalid_request_error / unknown_url
     ├── MethodNotAllowed              405  invalid_request_error / method_not_allowed
+    ├── ShuttingDown                  503  server_error / shutting_down  (Retry-After)
     └── UpstreamError                 502  upstream_error
         ├── UpstreamUnreachable       502  upstream_unreachable
         ├── UpstreamTimeout           504  upstream_timeout
@@ -79,6 +81,13 @@ class UnsupportedMediaType(InvalidRequest):
     default_code = "unsupported_media_type"
 
 
+class RequestTimeout(InvalidRequest):
+    """The client did not send its whole request body in time."""
+
+    status = 408
+    default_code = "request_timeout"
+
+
 class AuthenticationFailed(GatewayError):
     """A missing or wrong API key."""
 
@@ -101,6 +110,13 @@ class MethodNotAllowed(GatewayError):
     status = 405
     type = "invalid_request_error"
     default_code = "method_not_allowed"
+
+
+class ShuttingDown(GatewayError):
+    """The gateway is draining before it stops; another replica can take the request."""
+
+    status = 503
+    default_code = "shutting_down"
 
 
 class UpstreamError(GatewayError):

@@ -7,6 +7,7 @@ answers errors itself once it knows whether the response has started.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import re
 import time
@@ -17,11 +18,20 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import orjson
 
+from gateway.answers import check_head, check_json_body
+from gateway.duplicatekeys import check_duplicate_keys
 from gateway.engineerrors import normalise_error_body
-from gateway.errors import BodyTooLarge, GatewayError, InvalidRequest, UnsupportedMediaType
+from gateway.errors import (
+    BodyTooLarge,
+    GatewayError,
+    InvalidRequest,
+    RequestTimeout,
+    ShuttingDown,
+    UnsupportedMediaType,
+)
 from gateway.exchange import Exchange
 from gateway.policy import Decision, apply_policy
-from gateway.relay import relay_stream
+from gateway.relay import DONE, relay_stream, sse_error_event
 from gateway.upstream import Headers, UpstreamResponse
 
 if TYPE_CHECKING:
@@ -88,8 +98,12 @@ def filter_headers(headers: Headers, drop: frozenset[bytes]) -> Headers:
 
 async def read_body(receive: Receive, headers: Headers, limit: int) -> bytes | None:
     """The whole request body; None if the client left while sending it."""
+    framing = 0
     for name, value in headers:
-        if name == b"content-length":
+        if name == b"transfer-encoding":
+            framing |= 1
+        elif name == b"content-length":
+            framing |= 2
             try:
                 declared = int(value)
             except ValueError:
@@ -100,6 +114,14 @@ async def read_body(receive: Receive, headers: Headers, limit: int) -> bytes | N
                 raise BodyTooLarge(
                     f"Request body is larger than this gateway's limit of {limit} bytes."
                 )
+    if framing == 3:
+        # RFC 9112 6.3: a request with both may be smuggling one past a proxy; h11
+        # lets it through (httptools refuses it), so refuse and close here.
+        raise InvalidRequest(
+            "Request has both Content-Length and Transfer-Encoding.",
+            code="invalid_header",
+            headers={"Connection": "close"},
+        )
     parts: list[bytes] = []
     size = 0
     while True:
@@ -141,6 +163,7 @@ def parse_request(raw: bytes, headers: Headers) -> dict[str, Any]:
         ) from None
     if not isinstance(data, dict):
         raise InvalidRequest("The request body must be a JSON object.", code="invalid_json")
+    check_duplicate_keys(raw, data)
     return data
 
 
@@ -156,6 +179,7 @@ class Responder:
         self._send = send
         self.request_id = request_id
         self.started = False
+        self.complete = False
         self.status = 0
         self.bytes_out = 0
 
@@ -167,6 +191,7 @@ class Responder:
 
     async def body(self, data: bytes, *, more: bool = False) -> None:
         self.bytes_out += len(data)
+        self.complete = not more
         await self._send({"type": "http.response.body", "body": data, "more_body": more})
 
     async def error(self, exc: GatewayError) -> None:
@@ -208,12 +233,23 @@ class ProxyEndpoint:
         )
         state.observer.started(exchange)
         try:
+            if state.drain.draining:
+                raise ShuttingDown(
+                    "The gateway is shutting down; send the request again.",
+                    headers={"Retry-After": "1", "Connection": "close"},
+                )
             profile = None
             if state.authenticate is not None:
                 exchange.client, profile = state.authenticate(headers)
             content = b""
             if self.route is not None:
-                raw = await read_body(receive, headers, state.settings.limits.max_body_bytes)
+                with anyio.move_on_after(state.settings.server.body_timeout) as reading:
+                    raw = await read_body(receive, headers, state.settings.limits.max_body_bytes)
+                if reading.cancelled_caught:
+                    raise RequestTimeout(
+                        "The request body was not received in time.",
+                        headers={"Connection": "close"},
+                    )
                 if raw is None:
                     exchange.client_disconnected = True
                     return
@@ -264,36 +300,42 @@ class ProxyEndpoint:
             path = f"{path}?{query.decode('latin-1')}"
         headers = self._upstream_headers(scope["headers"], responder.request_id)
         failure: GatewayError | None = None
-        async with anyio.create_task_group() as tg:
-            tg.start_soon(_watch_disconnect, receive, tg.cancel_scope, exchange)
-            try:
-                exchange.upstream_started = time.perf_counter()
-                response = await self.state.upstream.request(
-                    scope["method"], path, headers=headers, body=content
-                )
-                exchange.upstream_status = response.status
+        with self.state.drain.guard() as drained:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_watch_disconnect, receive, tg.cancel_scope, exchange)
                 try:
-                    await self._answer(response, responder, exchange)
+                    exchange.upstream_started = time.perf_counter()
+                    response = await self.state.upstream.request(
+                        scope["method"], path, headers=headers, body=content
+                    )
+                    exchange.upstream_status = response.status
+                    try:
+                        await self._answer(response, responder, exchange)
+                    finally:
+                        with anyio.CancelScope(shield=True):
+                            await response.aclose()
+                except GatewayError as exc:
+                    failure = exc  # raised below: a task group would wrap it in a group
                 finally:
-                    with anyio.CancelScope(shield=True):
-                        await response.aclose()
-            except GatewayError as exc:
-                failure = exc  # raised below: a task group would wrap it in a group
-            finally:
-                tg.cancel_scope.cancel()
+                    tg.cancel_scope.cancel()
         if failure is not None:
             raise failure
+        if drained.cancelled_caught:
+            await _end_for_shutdown(responder)
 
     async def _answer(
         self, response: UpstreamResponse, responder: Responder, exchange: Exchange
     ) -> None:
         headers = filter_headers(response.headers, _DROP_DOWNSTREAM)
-        if exchange.stream and response.status == 200 and _is_event_stream(headers):
+        limits = self.state.settings.limits
+        if check_head(response.status, headers, stream=exchange.stream):
             headers.append((b"cache-control", b"no-cache"))
             headers.append((b"x-accel-buffering", b"no"))
-            await responder.start(200, headers)
+            await responder.start(response.status, headers)
             try:
-                async for chunk in relay_stream(response.chunks()):
+                async for chunk in relay_stream(
+                    response.chunks(), max_bytes=limits.max_stream_bytes
+                ):
                     if exchange.first_byte is None:
                         exchange.first_byte = time.perf_counter()
                     await responder.body(chunk, more=True)
@@ -302,19 +344,28 @@ class ProxyEndpoint:
                 # The client hung up; the caller closes the engine's response.
                 exchange.client_disconnected = True
             return
-        data = await response.read(self.state.settings.limits.max_response_bytes)
+        data = await response.read(limits.max_response_bytes)
         exchange.first_byte = time.perf_counter()
         if response.status >= 400:
             data = normalise_error_body(response.status, data)
             headers = [(n, v) for n, v in headers if n != b"content-type"]
             headers.append((b"content-type", _JSON))
+        else:
+            check_json_body(data)
         headers.append((b"content-length", str(len(data)).encode()))
         await responder.start(response.status, headers)
         await responder.body(data)
 
 
-def _is_event_stream(headers: Headers) -> bool:
-    for name, value in headers:
-        if name == b"content-type":
-            return value.split(b";", 1)[0].strip().lower() == b"text/event-stream"
-    return False
+async def _end_for_shutdown(responder: Responder) -> None:
+    """The drain time-out passed: a 503 if nothing was sent, else end the stream."""
+    exc = ShuttingDown(
+        "The gateway is shutting down; the request was ended before it was complete.",
+        headers={"Retry-After": "1", "Connection": "close"},
+    )
+    if not responder.started:
+        raise exc
+    if not responder.complete:
+        with contextlib.suppress(OSError):
+            await responder.body(sse_error_event(exc) + DONE, more=True)
+            await responder.body(b"")

@@ -111,6 +111,33 @@ class Limits(_Section):
     max_response_bytes: int = Field(
         default=64 * 1024 * 1024, ge=1024, description="largest non-streaming engine answer"
     )
+    max_stream_bytes: int = Field(
+        default=256 * 1024 * 1024,
+        ge=1024,
+        description="largest streamed engine answer; past it the stream ends with an error event",
+    )
+
+
+class Server(_Section):
+    """The HTTP server's own limits (seconds and bytes), and graceful shutdown."""
+
+    header_timeout: float = Field(
+        default=10.0,
+        gt=0,
+        description="from a new connection or a request's first byte to "
+        "the end of its headers (slow-loris defence)",
+    )
+    body_timeout: float = Field(default=60.0, gt=0, description="to receive a whole request body")
+    max_header_bytes: int = Field(
+        default=64 * 1024, ge=1024, description="request line and headers; more gets 431"
+    )
+    keep_alive_timeout: int = Field(default=5, ge=1, description="idle client connections")
+    limit_concurrency: int = Field(
+        default=2048, ge=1, description="connections or requests at once; more get 503"
+    )
+    drain_timeout: float = Field(
+        default=30.0, ge=0, description="on SIGTERM, how long requests in flight may still run"
+    )
 
 
 class Auth(_Section):
@@ -137,6 +164,7 @@ class Settings(_Section):
     timeouts: Timeouts = Field(default_factory=Timeouts)
     limits: Limits = Field(default_factory=Limits)
     auth: Auth = Field(default_factory=Auth)
+    server: Server = Field(default_factory=Server)
     policy: Path = Path("policies/ft-serve.yaml")
 
     def upstream_api_key(self) -> str | None:

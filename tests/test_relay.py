@@ -20,7 +20,7 @@ async def test_each_chunk_comes_out_before_the_next_goes_in() -> None:
 
     async def engine() -> AsyncIterator[bytes]:
         for index in range(3):
-            chunk = f"data: {index}\n\n".encode()
+            chunk = f'data: {{"i": {index}}}\n\n'.encode()
             produced.append(chunk)
             yield chunk
             await gate.wait()  # the engine "thinks" until the test lets it go on
@@ -31,34 +31,34 @@ async def test_each_chunk_comes_out_before_the_next_goes_in() -> None:
     out = relay_stream(engine())
     for index in range(3):
         chunk = await asyncio.wait_for(out.__anext__(), timeout=5)
-        assert chunk == produced[-1] == f"data: {index}\n\n".encode()
+        assert chunk == produced[-1] == f'data: {{"i": {index}}}\n\n'.encode()
         gate.set()
     assert await out.__anext__() == DONE
     with pytest.raises(StopAsyncIteration):
         await out.__anext__()
 
 
-async def test_chunks_pass_unchanged_even_when_split_mid_event() -> None:
+async def test_whole_events_pass_unchanged_and_a_split_event_waits_for_its_end() -> None:
     pieces = [b'data: {"a"', b": 1}\n", b"\ndata: [DO", b"NE]\n\n"]
 
     async def engine() -> AsyncIterator[bytes]:
         for piece in pieces:
             yield piece
 
-    assert [c async for c in relay_stream(engine())] == pieces
+    # A client acts only on whole events: the halves of one are sent together.
+    assert [c async for c in relay_stream(engine())] == [b'data: {"a": 1}\n\n', b"data: [DONE]\n\n"]
 
 
-async def test_engine_failure_mid_event_becomes_an_error_event() -> None:
+async def test_engine_failure_mid_event_drops_the_broken_event() -> None:
     async def engine() -> AsyncIterator[bytes]:
         yield b'data: {"choices": [{"delta": {"content": "x"}}]}\n\ndata: {"cho'
         raise UpstreamTimeout("The engine went silent in the middle of the stream.")
 
     chunks = [c async for c in relay_stream(engine())]
-    tail = chunks[-1].decode()
-    assert tail.startswith("\n\n")  # the broken event is ended first
-    events = [e for e in tail.split("\n\n") if e]
+    assert chunks[0] == b'data: {"choices": [{"delta": {"content": "x"}}]}\n\n'
+    events = [e for e in b"".join(chunks[1:]).decode().split("\n\n") if e]
     assert json.loads(events[0].removeprefix("data: "))["error"]["code"] == "upstream_timeout"
-    assert events[1] == "data: [DONE]"
+    assert events[1:] == ["data: [DONE]"]
 
 
 async def test_stream_without_done_gets_an_error_event() -> None:

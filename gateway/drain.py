@@ -1,0 +1,58 @@
+"""Graceful shutdown: stop taking requests, let those in flight finish, then end them.
+
+On SIGTERM (server.py) ``begin`` turns /readyz to 503 at once so a load
+balancer stops sending, and new requests that still arrive on open
+connections get 503 with Retry-After. Requests in flight carry on; when the
+drain time-out passes, each is cancelled through the scope it registered with
+``guard``, and the proxy answers 503 if it had not started its response, or
+ends the stream with an SSE error event if it had.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Iterator
+
+import anyio
+
+
+class Drain:
+    """Shutdown state shared by the endpoints."""
+
+    def __init__(self) -> None:
+        self.draining = False
+        self.expired = False
+        self._scopes: set[anyio.CancelScope] = set()
+        self._timer: asyncio.TimerHandle | None = None
+
+    def begin(self, timeout: float) -> None:
+        """Refuse new work from now on; end the work in flight after ``timeout`` seconds."""
+        if self.draining:
+            return
+        self.draining = True
+        self._timer = asyncio.get_running_loop().call_later(timeout, self.expire)
+
+    def expire(self) -> None:
+        """End every request still in flight."""
+        self.expired = True
+        for scope in list(self._scopes):
+            scope.cancel()
+
+    @property
+    def in_flight(self) -> int:
+        """Requests registered with ``guard`` right now."""
+        return len(self._scopes)
+
+    @contextlib.contextmanager
+    def guard(self) -> Iterator[anyio.CancelScope]:
+        """A cancel scope that ``expire`` cancels; check ``cancelled_caught`` after it."""
+        scope = anyio.CancelScope()
+        if self.expired:
+            scope.cancel()
+        self._scopes.add(scope)
+        try:
+            with scope:
+                yield scope
+        finally:
+            self._scopes.discard(scope)
