@@ -137,29 +137,31 @@ class DrainingServer(uvicorn.Server):
             self._loop.call_soon_threadsafe(self._drain.begin, self._drain_timeout)
 
 
-def server_config(app: Any, settings: Settings, **kwargs: Any) -> uvicorn.Config:
-    """The uvicorn Config for ``app``: listen address, limits, protocol."""
+def uvicorn_options(settings: Settings) -> dict[str, Any]:
+    """uvicorn.Config keyword arguments for the server limits in ``settings``."""
     server = settings.server
-    kwargs.setdefault("host", settings.listen.host)
-    kwargs.setdefault("port", settings.listen.port)
-    return uvicorn.Config(
-        app,
-        http=guarded_protocol(
+    return {
+        "http": guarded_protocol(
             max_head_bytes=server.max_header_bytes, head_timeout=server.header_timeout
         ),
-        h11_max_incomplete_event_size=server.max_header_bytes,
-        timeout_keep_alive=server.keep_alive_timeout,
-        limit_concurrency=server.limit_concurrency,
+        "h11_max_incomplete_event_size": server.max_header_bytes,
+        "timeout_keep_alive": server.keep_alive_timeout,
+        "limit_concurrency": server.limit_concurrency,
         # A backstop only: the Drain ends in-flight requests itself at drain_timeout.
-        timeout_graceful_shutdown=math.ceil(server.drain_timeout) + 5,
-        access_log=False,
-        server_header=False,
-        **kwargs,
-    )
+        "timeout_graceful_shutdown": math.ceil(server.drain_timeout) + 5,
+        "access_log": False,
+        "server_header": False,
+    }
 
 
 def run_server(app: Any, settings: Settings, *, log_level: str) -> None:
     """Serve ``app`` until SIGTERM/SIGINT, then drain."""
     drain: Drain = app.state.gateway.drain
-    config = server_config(app, settings, log_level=log_level)
+    config = uvicorn.Config(
+        app,
+        host=settings.listen.host,
+        port=settings.listen.port,
+        log_level=log_level,
+        **uvicorn_options(settings),
+    )
     DrainingServer(config, drain=drain, drain_timeout=settings.server.drain_timeout).run()
