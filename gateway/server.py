@@ -28,20 +28,27 @@ def _plain_response(status: bytes, text: bytes) -> bytes:
     )
 
 
+class _HeadTooLarge(Exception):
+    """Raised from a parser callback to stop parsing a head that is over the cap."""
+
+
 class _GuardedHttpToolsProtocol(HttpToolsProtocol):
     """HttpToolsProtocol with a cap on request-head bytes (431) and a deadline for a
     request head, counted from a new connection or a request's first byte (408)."""
 
     max_head_bytes = 64 * 1024
     head_timeout = 10.0
+    linger = 2.0
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._in_head = False
         self._head_begun = False
         self._head_bytes = 0
+        self._parsed_bytes = 0
         self._head_too_large = False
         self._head_timer: asyncio.TimerHandle | None = None
+        self._lingering = False
 
     def _arm(self) -> None:
         self._in_head = True
@@ -60,11 +67,24 @@ class _GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._head_timer = None
         if self.transport.is_closing():
             return
-        if self._head_begun:
-            self.transport.write(
-                _plain_response(b"408 Request Timeout", b"Request headers not received in time.")
-            )
-        self.transport.close()
+        if not self._head_begun:
+            self.transport.close()
+            return
+        self._refuse(
+            _plain_response(b"408 Request Timeout", b"Request headers not received in time.")
+        )
+
+    def _refuse(self, response: bytes) -> None:
+        # Send the answer, then read and drop what the client still sends for a
+        # moment before closing: closing with unread input makes the kernel send
+        # a reset, which can destroy the answer before the client reads it
+        # (nginx's "lingering close").
+        self._disarm()
+        self._lingering = True
+        self.transport.write(response)
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self.loop.call_later(self.linger, self.transport.close)
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -78,18 +98,36 @@ class _GuardedHttpToolsProtocol(HttpToolsProtocol):
         super().on_message_begin()
         self._arm()
         self._head_begun = True
+        self._parsed_bytes = 0
+
+    def _count(self, size: int) -> None:
+        self._parsed_bytes += size
+        if self._parsed_bytes > self.max_head_bytes:
+            self._head_too_large = True
+            raise _HeadTooLarge  # the parser stops; uvicorn calls send_400_response
+
+    def on_url(self, url: bytes) -> None:
+        self._count(len(url))
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count(len(name) + len(value) + 4)
+        super().on_header(name, value)
 
     def on_headers_complete(self) -> None:
         self._disarm()
         super().on_headers_complete()
 
     def data_received(self, data: bytes) -> None:
+        if self._lingering:
+            return
         super().data_received(data)
         if not self._in_head or self.transport.is_closing():
             return
-        # The parser keeps an unfinished head whole (one header value can be
-        # any length), so count the bytes fed while a head is open: at most one
-        # read past the cap is ever held.
+        # The callbacks count whole heads; but the parser keeps an unfinished
+        # header whole (a value can be any length) before any callback, so also
+        # count the bytes fed while a head is open: at most one read past the
+        # cap is ever held.
         self._head_bytes += len(data)
         if self._head_bytes > self.max_head_bytes:
             self._head_too_large = True
@@ -97,14 +135,12 @@ class _GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def send_400_response(self, msg: str) -> None:
         if self._head_too_large:
-            self._disarm()
-            self.transport.write(
+            self._refuse(
                 _plain_response(
                     b"431 Request Header Fields Too Large",
                     b"Request headers are larger than this server's limit.",
                 )
             )
-            self.transport.close()
             return
         super().send_400_response(msg)
 
