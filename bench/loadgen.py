@@ -8,11 +8,12 @@ two events that arrive in the same read count as coalesced.
 
 Two modes, each printing one JSON object on stdout:
 
-- ``stream``: ``--concurrency`` clients for ``--seconds`` (streams under way at
-  the end are finished, not cut).
+- ``stream``: ``--concurrency`` clients for ``--seconds``, each timing at least
+  ``--min-streams`` (streams under way at the end are finished, not cut).
 - ``hold``: open ``--streams`` streams at once, print ``open N`` once each has
-  its first event (or ``--open-timeout`` passed), hold them until stdin closes,
-  then close them all. The caller measures the proxy's memory meanwhile.
+  its first event (or ``--open-timeout`` passed, or none opened for 2 s), hold
+  them until stdin closes, then close them all. The caller measures the
+  proxy's memory meanwhile.
 """
 
 from __future__ import annotations
@@ -168,8 +169,13 @@ def summarize(timings: list[StreamTiming], seconds: float) -> dict[str, float | 
     }
 
 
-async def run_streams(url: str, *, concurrency: int, seconds: float) -> dict[str, float | int]:
-    """``concurrency`` clients posting streams back to back for ``seconds``."""
+async def run_streams(
+    url: str, *, concurrency: int, seconds: float, min_streams: int = 1
+) -> dict[str, float | int]:
+    """``concurrency`` clients posting streams back to back for ``seconds``.
+
+    Each client goes on past ``seconds`` until it has timed ``min_streams``.
+    """
     host, port, request = build_request(url)
     timings: list[StreamTiming] = []
     start = time.perf_counter()
@@ -177,8 +183,10 @@ async def run_streams(url: str, *, concurrency: int, seconds: float) -> dict[str
 
     async def client_loop() -> None:
         client = await _connect(host, port)
+        done = 0
         try:
-            while time.perf_counter() < deadline:
+            while done < min_streams or time.perf_counter() < deadline:
+                done += 1
                 timing = await client.start(request)
                 timings.append(timing)
                 if not timing.ok:
@@ -200,9 +208,13 @@ async def hold_streams(url: str, *, streams: int, open_timeout: float) -> dict[s
         client.start(request)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + open_timeout
-    opened = 0
-    while loop.time() < deadline:
-        opened = sum(client.first_event() for client in clients)
+    opened, progress = 0, loop.time()
+    # Stop waiting at the deadline, or once no stream has opened for 2 s (a proxy
+    # whose connection pool is full queues the rest until the first ones end).
+    while loop.time() < deadline and loop.time() - progress < 2.0:
+        now_open = sum(client.first_event() for client in clients)
+        if now_open > opened:
+            opened, progress = now_open, loop.time()
         if opened == streams:
             break
         await asyncio.sleep(0.05)
@@ -221,11 +233,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("url")
     parser.add_argument("--concurrency", type=int, default=1)
     parser.add_argument("--seconds", type=float, default=5.0)
+    parser.add_argument("--min-streams", type=int, default=1)
     parser.add_argument("--streams", type=int, default=1000)
     parser.add_argument("--open-timeout", type=float, default=20.0)
     args = parser.parse_args(argv)
     if args.mode == "stream":
-        work = run_streams(args.url, concurrency=args.concurrency, seconds=args.seconds)
+        work = run_streams(
+            args.url,
+            concurrency=args.concurrency,
+            seconds=args.seconds,
+            min_streams=args.min_streams,
+        )
     else:
         work = hold_streams(args.url, streams=args.streams, open_timeout=args.open_timeout)
     try:

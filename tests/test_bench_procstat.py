@@ -7,7 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from bench.procstat import cpu_seconds, descendants, memory_kib, parse_stat, parse_status_kib
+from bench.procstat import (
+    cpu_seconds,
+    cpu_seconds_precise,
+    descendants,
+    memory_kib,
+    parse_schedstat_ns,
+    parse_stat,
+    parse_status_kib,
+)
 
 # Fields 14..17 (utime stime cutime cstime) are 11 22 3 4; the name holds ") (".
 STAT = (
@@ -63,3 +71,12 @@ def test_tree_sums_a_master_and_its_workers(tmp_path: Path) -> None:
 def test_this_process_is_readable() -> None:
     assert descendants(os.getpid())[0] == os.getpid()
     assert memory_kib(os.getpid(), "VmRSS") > 0
+
+
+def test_parse_schedstat() -> None:
+    assert parse_schedstat_ns("149598 10163027 2\n") == 149598
+
+
+def test_precise_cpu_time_of_this_process() -> None:
+    seconds = cpu_seconds_precise(os.getpid())
+    assert seconds > 0
