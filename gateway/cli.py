@@ -22,6 +22,21 @@ def _add_serve(sub: Any) -> None:
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
 
 
+def _add_probe(sub: Any) -> None:
+    from gateway.probe.command import add_arguments
+
+    add_arguments(
+        sub.add_parser("probe", help="measure which fields an engine honours; write a policy")
+    )
+
+
+def probe(args: argparse.Namespace) -> int:
+    """Probe an engine (see gateway/probe/)."""
+    from gateway.probe.command import run
+
+    return run(args)
+
+
 def serve(args: argparse.Namespace) -> int:
     """Load settings and policy, then run uvicorn until stopped."""
     from gateway.app import create_app
@@ -51,7 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"ft-gateway {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_serve(sub)
-    commands = {"serve": serve, **add_policy_commands(sub)}
+    _add_probe(sub)
+    commands = {"serve": serve, "probe": probe, **add_policy_commands(sub)}
     args = parser.parse_args(argv)
     return commands[args.command](args)
 

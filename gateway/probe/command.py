@@ -1,0 +1,113 @@
+"""``ft-gateway probe``: measure which fields an engine honours; print, report, write a policy."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+from gateway.policyfile import parse_policy_text
+from gateway.probe.client import EngineClient
+from gateway.probe.context import ProbeError
+from gateway.probe.progress import Progress
+from gateway.probe.report import render_markdown, render_table
+from gateway.probe.route import CHAT, COMPLETIONS
+from gateway.probe.runner import planned_requests, probe_engine
+from gateway.probe.writer import render_policy
+from gateway.yamlsource import SourceError
+
+ROUTES = {"chat": [CHAT], "completions": [COMPLETIONS], "both": [CHAT, COMPLETIONS]}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The probe's flags."""
+    parser.add_argument(
+        "--upstream", required=True, help="engine base URL, e.g. http://127.0.0.1:8000"
+    )
+    parser.add_argument("--model", required=True, help="the model name the engine serves")
+    parser.add_argument("--route", choices=sorted(ROUTES), default="both")
+    parser.add_argument("--out", type=Path, help="write the policy the findings call for here")
+    parser.add_argument("--report", type=Path, help="write the findings as Markdown here")
+    parser.add_argument(
+        "--extra",
+        default="{}",
+        help='JSON object added to every request, e.g. \'{"chat_template_kwargs": '
+        '{"enable_thinking": false}}\'',
+    )
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
+    parser.add_argument("--max-requests", type=int, default=100, help="request budget")
+    parser.add_argument(
+        "--api-key-env", help="name of the environment variable holding the engine's API key"
+    )
+
+
+def _extra(text: str) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise ValueError(f"--extra is not JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise ValueError("--extra must be a JSON object")
+    return value
+
+
+def _check_target(path: Path | None, flag: str) -> None:
+    if path is not None and not path.resolve().parent.is_dir():
+        raise ValueError(f"{flag}: no such directory: {path.parent}")
+
+
+def run(args: argparse.Namespace) -> int:
+    """Probe, print the table, write the files asked for. 2 on bad input or a mute engine."""
+    try:
+        extra = _extra(args.extra)
+        if not args.upstream.startswith(("http://", "https://")):
+            raise ValueError(f"--upstream must be an http(s) URL, got {args.upstream!r}")
+        if args.timeout <= 0 or args.max_requests < 1:
+            raise ValueError("--timeout and --max-requests must be positive")
+        _check_target(args.out, "--out")
+        _check_target(args.report, "--report")
+    except ValueError as exc:
+        print(f"ft-gateway probe: {exc}", file=sys.stderr)
+        return 2
+    routes = ROUTES[args.route]
+    api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
+    progress = Progress(min(planned_requests(routes), args.max_requests))
+    client = EngineClient(
+        args.upstream,
+        api_key=api_key,
+        timeout=args.timeout,
+        max_requests=args.max_requests,
+        on_request=lambda: progress.update(done=client.sent),
+    )
+    try:
+        with client:
+            result = probe_engine(
+                client,
+                upstream=args.upstream,
+                model=args.model,
+                routes=routes,
+                extra=extra,
+                progress=progress,
+            )
+    except ProbeError as exc:
+        progress.close()
+        print(f"ft-gateway probe: {exc}", file=sys.stderr)
+        return 2
+    progress.close()
+    print(render_table(result))
+    if args.report is not None:
+        args.report.write_text(render_markdown(result), encoding="utf-8")
+        print(f"report written to {args.report}", file=sys.stderr)
+    if args.out is not None:
+        text = render_policy(result)
+        try:
+            parse_policy_text(text, file=str(args.out))
+        except SourceError as exc:  # pragma: no cover - a writer bug, not an engine's
+            print(f"ft-gateway probe: the written policy does not check:\n{exc}", file=sys.stderr)
+            return 1
+        args.out.write_text(text, encoding="utf-8")
+        print(f"policy written to {args.out}", file=sys.stderr)
+    return 0

@@ -1,0 +1,97 @@
+"""What every check shares: the client, the route, and the baseline answers.
+
+The baseline is the plain request sent a few times at temperature 0 (the
+greedy text, which the deterministic checks compare against) and at
+temperature 1 without a seed (how often two free samples agree by chance,
+which the statistical checks turn into a confidence).
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.probe.client import Answer, EngineClient
+from gateway.probe.route import ProbeRoute
+
+GREEDY_SAMPLES = 3
+FREE_SAMPLES = 4
+
+
+class ProbeError(Exception):
+    """The engine did not answer the plain request: there is nothing to measure."""
+
+
+@dataclass
+class Baseline:
+    """The plain request's answers at temperature 0 and at temperature 1."""
+
+    greedy: list[Answer]
+    free: list[Answer]
+    greedy_texts: list[str | None] = field(default_factory=list)
+    free_texts: list[str | None] = field(default_factory=list)
+
+    @property
+    def greedy_text(self) -> str | None:
+        """The temperature-0 text when every temperature-0 request gave the same one."""
+        texts = self.greedy_texts
+        if not texts or texts[0] is None or any(t != texts[0] for t in texts):
+            return None
+        return texts[0]
+
+    @property
+    def free_distinct(self) -> int:
+        return len({t for t in self.free_texts if t is not None})
+
+    def pair_coincidence(self) -> float:
+        """Chance that two free samples agree, estimated with add-one smoothing."""
+        texts = [t for t in self.free_texts if t is not None]
+        pairs = list(itertools.combinations(texts, 2))
+        same = sum(a == b for a, b in pairs)
+        return (same + 1) / (len(pairs) + 2)
+
+    def greedy_match(self) -> float:
+        """Chance that a free sample equals the greedy text, estimated with add-one smoothing."""
+        texts = [t for t in self.free_texts if t is not None]
+        same = sum(t == self.greedy_text for t in texts)
+        return (same + 1) / (len(texts) + 2)
+
+
+@dataclass
+class Probe:
+    """One route of one engine, with its baseline once ``measure_baseline`` has run."""
+
+    client: EngineClient
+    route: ProbeRoute
+    baseline: Baseline = field(default_factory=lambda: Baseline([], []))
+
+    def post(self, **fields: Any) -> Answer:
+        """The base request with ``fields``, non-streaming."""
+        return self.client.post(self.route.path, self.route.body(**fields))
+
+    def stream(self, **fields: Any) -> Answer:
+        """The base request with ``fields``, read as an event stream."""
+        return self.client.stream(self.route.path, self.route.body(**fields))
+
+    def measure_baseline(self) -> None:
+        """Send the plain request; ProbeError if the engine does not answer it."""
+        first = self.post(temperature=0)
+        if not first.ok or self.route.text(first) is None:
+            what = (
+                f"HTTP {first.status}: {first.engine_message()}"
+                if first.status is not None
+                else first.error
+            )
+            raise ProbeError(
+                f"the engine did not answer the plain request to {self.route.path} "
+                f"(model {self.route.model!r}): {what}"
+            )
+        greedy = [first] + [self.post(temperature=0) for _ in range(GREEDY_SAMPLES - 1)]
+        free = [self.post(temperature=1.0) for _ in range(FREE_SAMPLES)]
+        self.baseline = Baseline(
+            greedy=greedy,
+            free=free,
+            greedy_texts=[self.route.text(a) if a.ok else None for a in greedy],
+            free_texts=[self.route.text(a) if a.ok else None for a in free],
+        )

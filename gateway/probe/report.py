@@ -1,0 +1,89 @@
+"""The probe's findings as a Markdown report (``--report``) and as a terminal table."""
+
+from __future__ import annotations
+
+import json
+
+from gateway.probe.route import BASE_MAX_TOKENS, CHAT_PROMPT, COMPLETION_PROMPT
+from gateway.probe.runner import ProbeResult
+from gateway.probe.verdict import OUTCOMES, Verdict, shown_confidence, trim
+
+
+def _cell(text: str) -> str:
+    """Text safe in a Markdown table cell: no HTML tags, no column breaks, one line."""
+    return (
+        text.replace("&", "&amp;")
+        .replace("<", "&lt;")
+        .replace(">", "&gt;")
+        .replace("|", "\\|")
+        .replace("\n", " ")
+    )
+
+
+def _code(text: str) -> str:
+    return "`" + text.replace("`", "'").replace("|", "\\|") + "`"
+
+
+def _confidence(verdict: Verdict) -> str:
+    return shown_confidence(verdict.confidence) if verdict.confidence is not None else "—"
+
+
+def render_markdown(result: ProbeResult) -> str:
+    """The report: a table per route, then each verdict's requests and answers."""
+    counts = {o: 0 for o in OUTCOMES}
+    for route in result.routes:
+        for verdict in route.verdicts:
+            counts[verdict.outcome] += 1
+    tally = ", ".join(f"{n} {o}" for o, n in counts.items() if n)
+    base_chat = {
+        "messages": [{"role": "user", "content": CHAT_PROMPT}],
+        "max_tokens": BASE_MAX_TOKENS,
+    }
+    base_completion = {"prompt": COMPLETION_PROMPT, "max_tokens": BASE_MAX_TOKENS}
+    lines = [
+        f"# Probe of {_cell(result.model)} at {_cell(result.upstream)}",
+        "",
+        f"Probed on {result.probed_on.isoformat()} by `ft-gateway probe`: "
+        f"{result.requests} requests; {tally}.",
+        "",
+        "Every request is a base request plus the fields shown: chat "
+        f"{_code(json.dumps(base_chat))}, completions {_code(json.dumps(base_completion))}"
+        + (f", and on both {_code(json.dumps(result.extra))}" if result.extra else "")
+        + ". Confidence is given for statistical tests: one minus the estimated chance that "
+        "an engine ignoring the field would have answered the same way.",
+        "",
+    ]
+    for route in result.routes:
+        lines += [
+            f"## {route.route}",
+            "",
+            "| field | verdict | confidence | evidence |",
+            "|---|---|---|---|",
+        ]
+        lines += [
+            f"| {_cell(v.field)} | **{v.outcome}** | {_confidence(v)} | {_cell(v.summary)} |"
+            for v in route.verdicts
+        ]
+        lines += ["", "<details><summary>Requests and answers</summary>", ""]
+        for verdict in route.verdicts:
+            lines.append(f"- **{_cell(verdict.field)}**")
+            if not verdict.trials:
+                lines.append("  - no request of its own (see the summary)")
+            for trial in verdict.trials:
+                lines.append(f"  - sent {_code(trial.sent)} → {_cell(trial.got)}")
+        lines += ["", "</details>", ""]
+    return "\n".join(lines)
+
+
+def render_table(result: ProbeResult, *, width: int = 100) -> str:
+    """A plain-text table for the terminal."""
+    lines: list[str] = []
+    for route in result.routes:
+        name_width = max(len(v.field) for v in route.verdicts)
+        lines.append(route.route)
+        for v in route.verdicts:
+            head = f"  {v.field:<{name_width}}  {v.outcome:<12}  {_confidence(v):>5}  "
+            lines.append(head + trim(v.summary.replace("\n", " "), max(20, width - len(head))))
+        lines.append("")
+    lines.append(f"{result.requests} requests to {result.upstream} ({result.model})")
+    return "\n".join(lines)

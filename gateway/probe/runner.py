@@ -1,0 +1,130 @@
+"""Runs the checks of each route against one engine and collects the verdicts."""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import date
+from typing import Any
+
+from gateway.probe import checks, sampling
+from gateway.probe.client import BudgetSpent, EngineClient
+from gateway.probe.context import FREE_SAMPLES, GREEDY_SAMPLES, Baseline, Probe
+from gateway.probe.progress import Progress
+from gateway.probe.route import CHAT, ProbeRoute
+from gateway.probe.verdict import INCONCLUSIVE, Verdict
+
+
+@dataclass(frozen=True)
+class Check:
+    """One field's check: at most ``requests`` requests."""
+
+    field: str
+    run: Callable[[Probe], Verdict]
+    requests: int
+    chat_only: bool = False
+
+
+CHECKS: tuple[Check, ...] = (
+    Check("temperature", sampling.check_temperature, 0),
+    Check("seed", sampling.check_seed, 5),
+    *(
+        Check(name, functools.partial(sampling.check_filter, field=name), 3)
+        for name in sampling.FILTERS
+    ),
+    *(
+        Check(name, functools.partial(sampling.check_penalty, field=name), 2)
+        for name in sampling.PENALTIES
+    ),
+    Check("logit_bias", sampling.check_logit_bias, len(sampling.BIAS_TOKEN_IDS)),
+    Check("max_tokens", checks.check_max_tokens, 1),
+    Check("max_completion_tokens", checks.check_max_completion_tokens, 1, chat_only=True),
+    Check("stop", checks.check_stop, 1),
+    Check("n", checks.check_n, 1),
+    Check("logprobs", checks.check_logprobs, 1),
+    Check("top_logprobs", checks.check_top_logprobs, 1, chat_only=True),
+    Check("response_format", checks.check_response_format, 1, chat_only=True),
+    Check("stream", checks.check_stream, 1),
+    Check("stream_options", checks.check_stream_options, 1),
+    Check(checks.UNKNOWN, checks.check_unknown, 1),
+)
+
+
+def checks_for(route: str) -> list[Check]:
+    """The checks that apply to ``route``."""
+    return [c for c in CHECKS if route == CHAT or not c.chat_only]
+
+
+def planned_requests(routes: Sequence[str]) -> int:
+    """The most requests a probe of ``routes`` sends."""
+    baseline = GREEDY_SAMPLES + FREE_SAMPLES
+    return sum(baseline + sum(c.requests for c in checks_for(r)) for r in routes)
+
+
+@dataclass
+class RouteResult:
+    """The verdicts of one route, in check order."""
+
+    route: str
+    verdicts: list[Verdict]
+    baseline: Baseline
+
+    def verdict(self, name: str) -> Verdict | None:
+        return next((v for v in self.verdicts if v.field == name), None)
+
+
+@dataclass
+class ProbeResult:
+    """Everything one probe run found."""
+
+    upstream: str
+    model: str
+    probed_on: date
+    extra: dict[str, Any]
+    routes: list[RouteResult] = field(default_factory=list)
+    requests: int = 0
+
+    def route(self, path: str) -> RouteResult | None:
+        return next((r for r in self.routes if r.route == path), None)
+
+
+def probe_engine(
+    client: EngineClient,
+    *,
+    upstream: str,
+    model: str,
+    routes: Sequence[str],
+    extra: dict[str, Any] | None = None,
+    progress: Progress | None = None,
+    today: date | None = None,
+) -> ProbeResult:
+    """Probe each route; ProbeError when the engine does not answer a plain request."""
+    result = ProbeResult(upstream, model, today or date.today(), dict(extra or {}))
+
+    def show(label: str) -> None:
+        if progress is not None:
+            progress.update(done=client.sent, label=label)
+
+    for path in routes:
+        probe = Probe(client, ProbeRoute(path, model, result.extra))
+        show(f"{path} baseline")
+        probe.measure_baseline()
+        verdicts = []
+        for check in checks_for(path):
+            show(f"{path} {check.field}")
+            verdicts.append(_run(check, probe))
+        result.routes.append(RouteResult(path, verdicts, probe.baseline))
+    show("done")
+    result.requests = client.sent
+    return result
+
+
+def _run(check: Check, probe: Probe) -> Verdict:
+    try:
+        return check.run(probe)
+    except BudgetSpent as exc:
+        return Verdict(check.field, INCONCLUSIVE, f"not measured: {exc}")
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        # An engine answer of a shape no check expected: say so, keep probing.
+        return Verdict(check.field, INCONCLUSIVE, f"unreadable answer: {type(exc).__name__}: {exc}")

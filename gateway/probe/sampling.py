@@ -1,0 +1,220 @@
+"""Checks of the fields that steer sampling: temperature, seed, the filters, the penalties
+and logit_bias. They compare texts: with the greedy (temperature 0) text where the
+effect is deterministic, and with the baseline's free samples where it is statistical.
+
+A statistical "honoured" carries a confidence: one minus the chance, estimated from
+the free samples, that an engine ignoring the field would have shown the same result.
+"""
+
+from __future__ import annotations
+
+from gateway.probe.context import Probe
+from gateway.probe.verdict import (
+    HONOURED,
+    IGNORED,
+    INCONCLUSIVE,
+    MIN_CONFIDENCE,
+    Trial,
+    Verdict,
+    failure,
+    quote,
+    shown_confidence,
+)
+
+SEEDS = (1234, 98765, 4242)
+# +100 makes the token win every greedy step on an engine that applies the bias.
+BIAS_TOKEN_IDS = ("100", "200")
+FILTERS = {"top_k": 1, "top_p": 0.001, "min_p": 1.0}  # each leaves only the likeliest token
+PENALTIES = {
+    "presence_penalty": (2.0, -2.0),
+    "frequency_penalty": (2.0, -2.0),
+    "repetition_penalty": (2.0, 0.5),
+}
+
+_NEEDS_GREEDY = "needs a repeatable temperature-0 text, which this engine did not give"
+
+
+def _statistical(field: str, confidence: float, summary: str, trials: list[Trial]) -> Verdict:
+    if confidence < MIN_CONFIDENCE:
+        summary += f"; but that could be chance (confidence {shown_confidence(confidence)})"
+        return Verdict(field, INCONCLUSIVE, summary, tuple(trials), confidence)
+    return Verdict(field, HONOURED, summary, tuple(trials), confidence)
+
+
+def check_temperature(probe: Probe) -> Verdict:
+    """temperature 0 is repeatable, where temperature 1 is not."""
+    base, route = probe.baseline, probe.route
+    trials = [route.trial(a) for a in base.greedy] + [route.trial(a) for a in base.free[:2]]
+    texts = base.greedy_texts
+    if any(t is None for t in texts):
+        return Verdict(
+            "temperature", INCONCLUSIVE, "some temperature-0 requests failed", tuple(trials)
+        )
+    if base.greedy_text is None:
+        distinct = len(set(texts))
+        return Verdict(
+            "temperature",
+            IGNORED,
+            f"temperature 0 sent {len(texts)} times gave {distinct} different texts",
+            tuple(trials),
+        )
+    if base.free_distinct <= 1:
+        return Verdict(
+            "temperature",
+            INCONCLUSIVE,
+            "temperature 0 is repeatable, but so is temperature 1: no randomness to remove",
+            tuple(trials),
+        )
+    # Three free samples agree with probability sum(p^3) <= (sum(p^2))^1.5.
+    confidence = 1 - base.pair_coincidence() ** 1.5
+    summary = (
+        f"temperature 0 sent {len(texts)} times gave the same text; temperature 1 gave "
+        f"{base.free_distinct} different texts in {len(base.free)}"
+    )
+    return _statistical("temperature", confidence, summary, trials)
+
+
+def check_seed(probe: Probe) -> Verdict:
+    """The same seed twice gives the same text; different seeds give different texts."""
+    route = probe.route
+    answers = [
+        probe.post(temperature=1.0, seed=s) for s in (SEEDS[0], SEEDS[0], SEEDS[1], SEEDS[1])
+    ]
+    trials = [route.trial(a) for a in answers]
+    for answer, trial in zip(answers, trials, strict=True):
+        bad = failure("seed", answer, trial)
+        if bad is not None:
+            return bad
+    a1, a2, b1, b2 = (route.text(a) for a in answers)
+    if a1 != a2 or b1 != b2:
+        pair = (SEEDS[0], a1, a2) if a1 != a2 else (SEEDS[1], b1, b2)
+        return Verdict(
+            "seed",
+            IGNORED,
+            f"seed {pair[0]} sent twice at temperature 1 gave different texts: "
+            f"{quote(pair[1], 40)} and {quote(pair[2], 40)}",
+            tuple(trials),
+        )
+    texts = {a1, b1}
+    if len(texts) == 1:
+        third = probe.post(temperature=1.0, seed=SEEDS[2])
+        trials.append(route.trial(third))
+        bad = failure("seed", third, trials[-1])
+        if bad is not None:
+            return bad
+        texts.add(route.text(third))
+    if len(texts) == 1:
+        return Verdict(
+            "seed",
+            INCONCLUSIVE,
+            "every seed gave the same text: the seed did not select anything",
+            tuple(trials),
+        )
+    confidence = 1 - probe.baseline.pair_coincidence() ** 2
+    summary = (
+        f"seeds {SEEDS[0]} and {SEEDS[1]}, each sent twice at temperature 1: each gave "
+        f"its own text twice ({len(texts)} different texts)"
+    )
+    return _statistical("seed", confidence, summary, trials)
+
+
+def check_filter(probe: Probe, field: str) -> Verdict:
+    """At its extreme setting the filter leaves one token per step: temperature 1 turns greedy."""
+    value = FILTERS[field]
+    route, base = probe.route, probe.baseline
+    answers = [probe.post(temperature=1.0, **{field: value}) for _ in range(3)]
+    trials = [route.trial(a) for a in answers]
+    for answer, trial in zip(answers, trials, strict=True):
+        bad = failure(field, answer, trial)
+        if bad is not None:
+            return bad
+    texts = [route.text(a) for a in answers]
+    greedy = base.greedy_text
+    if greedy is not None:
+        differ = sum(t != greedy for t in texts)
+        if differ:
+            return Verdict(
+                field,
+                IGNORED,
+                f"{field} {value} at temperature 1: {differ} of 3 texts differ from the "
+                "temperature-0 text",
+                tuple(trials),
+            )
+        return _statistical(
+            field,
+            1 - base.greedy_match() ** 3,
+            f"{field} {value} at temperature 1: all 3 texts equal the temperature-0 text",
+            trials,
+        )
+    if len(set(texts)) > 1:
+        return Verdict(
+            field,
+            IGNORED,
+            f"{field} {value} at temperature 1: the 3 texts differ",
+            tuple(trials),
+        )
+    return _statistical(
+        field,
+        1 - base.pair_coincidence() ** 1.5,
+        f"{field} {value} at temperature 1: the 3 texts are the same",
+        trials,
+    )
+
+
+def check_penalty(probe: Probe, field: str) -> Verdict:
+    """An extreme penalty changes the greedy text (tried in both directions)."""
+    greedy = probe.baseline.greedy_text
+    if greedy is None:
+        return Verdict(field, INCONCLUSIVE, _NEEDS_GREEDY)
+    trials: list[Trial] = []
+    for value in PENALTIES[field]:
+        answer = probe.post(temperature=0, **{field: value})
+        trials.append(probe.route.trial(answer))
+        bad = failure(field, answer, trials[-1])
+        if bad is not None:
+            return bad
+        text = probe.route.text(answer)
+        if text != greedy:
+            return Verdict(
+                field,
+                HONOURED,
+                f"{field} {value} changed the temperature-0 text from {quote(greedy, 40)} "
+                f"to {quote(text, 40)}",
+                tuple(trials),
+            )
+    shown = " nor ".join(str(v) for v in PENALTIES[field])
+    return Verdict(
+        field,
+        IGNORED,
+        f"neither {field} {shown} changed the temperature-0 text {quote(greedy, 40)}",
+        tuple(trials),
+    )
+
+
+def check_logit_bias(probe: Probe) -> Verdict:
+    """A +100 bias on a token makes it win every greedy step: the text changes."""
+    greedy = probe.baseline.greedy_text
+    if greedy is None:
+        return Verdict("logit_bias", INCONCLUSIVE, _NEEDS_GREEDY)
+    trials: list[Trial] = []
+    for token in BIAS_TOKEN_IDS:
+        answer = probe.post(temperature=0, logit_bias={token: 100})
+        trials.append(probe.route.trial(answer))
+        bad = failure("logit_bias", answer, trials[-1])
+        if bad is not None:
+            return bad
+        text = probe.route.text(answer)
+        if text != greedy:
+            return Verdict(
+                "logit_bias",
+                HONOURED,
+                f"+100 on token {token} changed the temperature-0 text to {quote(text, 40)}",
+                tuple(trials),
+            )
+    return Verdict(
+        "logit_bias",
+        IGNORED,
+        f"+100 on token {' or '.join(BIAS_TOKEN_IDS)} left the temperature-0 text "
+        f"{quote(greedy, 40)} unchanged",
+        tuple(trials),
+    )

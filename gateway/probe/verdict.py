@@ -1,0 +1,85 @@
+"""What the probe concluded about one field, and the evidence for it."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.probe.client import Answer
+
+HONOURED = "honoured"  # the field had the effect it asks for
+IGNORED = "ignored"  # 200 and no effect
+REJECTED = "rejected"  # 4xx: the engine refuses the field
+BROKEN = "broken"  # 5xx, a hang, or an answer that is not well formed
+INCONCLUSIVE = "inconclusive"  # the probe could not tell, and says so
+OUTCOMES = (HONOURED, IGNORED, REJECTED, BROKEN, INCONCLUSIVE)
+
+# Below this, a statistical "honoured" is reported as inconclusive.
+MIN_CONFIDENCE = 0.9
+_TRIM = 100
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One request of the evidence: the fields sent (beyond the base request), what came back."""
+
+    sent: str
+    got: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A field's outcome, why, and how sure: ``confidence`` is set for statistical tests."""
+
+    field: str
+    outcome: str
+    summary: str
+    trials: tuple[Trial, ...] = ()
+    confidence: float | None = None
+
+
+def shown_confidence(confidence: float) -> str:
+    """Three decimals, rounded down: 0.9954 shows as 0.995, never as a certain 1.00."""
+    return f"{math.floor(confidence * 1000) / 1000:.3f}"
+
+
+def trim(text: str, limit: int = _TRIM) -> str:
+    """``text`` cut to ``limit`` characters, with an ellipsis when cut."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def quote(text: str | None, limit: int = 60) -> str:
+    """A text as a JSON string, trimmed: newlines and quotes stay visible."""
+    if text is None:
+        return "null"
+    return json.dumps(trim(text, limit), ensure_ascii=False)
+
+
+def compact(value: Any, limit: int = _TRIM) -> str:
+    """A JSON value on one line, trimmed."""
+    return trim(json.dumps(value, separators=(", ", ": "), ensure_ascii=False), limit)
+
+
+def failure(field: str, answer: Answer, trial: Trial) -> Verdict | None:
+    """The verdict when a request with the field did not get a 2xx, else None."""
+    if answer.status is None:
+        if answer.error is not None and answer.error.startswith("not sent"):
+            return Verdict(field, INCONCLUSIVE, answer.error, (trial,))
+        return Verdict(field, BROKEN, f"no answer: {answer.error}", (trial,))
+    if 400 <= answer.status < 500:
+        return Verdict(
+            field,
+            REJECTED,
+            f"HTTP {answer.status}: {trim(answer.engine_message(), 160)}",
+            (trial,),
+        )
+    if answer.status >= 500 or not answer.ok:
+        return Verdict(
+            field,
+            BROKEN,
+            f"HTTP {answer.status}: {trim(answer.engine_message(), 160)}",
+            (trial,),
+        )
+    return None
