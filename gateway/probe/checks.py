@@ -19,7 +19,6 @@ from gateway.probe.verdict import (
     REJECTED,
     Verdict,
     compact,
-    failure,
     quote,
 )
 
@@ -33,8 +32,7 @@ _WORD = re.compile(r"[A-Za-z]{3,}")
 
 def _limit_check(probe: Probe, field: str) -> Verdict:
     answer = probe.post(temperature=0, **{field: LIMIT})
-    trial = probe.route.trial(answer)
-    bad = failure(field, answer, trial)
+    trial, bad = probe.judge(field, answer)
     if bad is not None:
         return bad
     tokens = completion_tokens(answer)
@@ -95,8 +93,7 @@ def check_stop(probe: Probe) -> Verdict:
         return Verdict("stop", INCONCLUSIVE, f"no word to stop at in {quote(greedy)}")
     word, at = found
     answer = probe.post(temperature=0, stop=[word])
-    trial = probe.route.trial(answer)
-    bad = failure("stop", answer, trial)
+    trial, bad = probe.judge("stop", answer)
     if bad is not None:
         return bad
     text = probe.route.text(answer) or ""
@@ -122,8 +119,7 @@ def check_stop(probe: Probe) -> Verdict:
 def check_n(probe: Probe) -> Verdict:
     """n=2 gives two choices."""
     answer = probe.post(temperature=1.0, n=2)
-    trial = probe.route.trial(answer)
-    bad = failure("n", answer, trial)
+    trial, bad = probe.judge("n", answer)
     if bad is not None:
         return bad
     count = len(probe.route.texts(answer))
@@ -164,8 +160,7 @@ def check_logprobs(probe: Probe) -> Verdict:
     """Log-probabilities come back, well formed (chat: logprobs true; completions: 2)."""
     value: Any = True if probe.route.is_chat else 2
     answer = probe.post(temperature=0, logprobs=value)
-    trial = probe.route.trial(answer)
-    bad = failure("logprobs", answer, trial)
+    trial, bad = probe.judge("logprobs", answer)
     if bad is not None:
         return bad
     logprobs = _choice_logprobs(answer)
@@ -192,8 +187,7 @@ def check_logprobs(probe: Probe) -> Verdict:
 def check_top_logprobs(probe: Probe) -> Verdict:
     """Each token comes with two alternatives (chat only)."""
     answer = probe.post(temperature=0, logprobs=True, top_logprobs=2)
-    trial = probe.route.trial(answer)
-    bad = failure("top_logprobs", answer, trial)
+    trial, bad = probe.judge("top_logprobs", answer)
     if bad is not None:
         return bad
     entries = _chat_entries(_choice_logprobs(answer))
@@ -228,8 +222,7 @@ def check_response_format(probe: Probe) -> Verdict:
     answer = probe.post(
         temperature=0, max_tokens=JSON_MAX_TOKENS, response_format={"type": "json_object"}
     )
-    trial = probe.route.trial(answer)
-    bad = failure("response_format", answer, trial)
+    trial, bad = probe.judge("response_format", answer)
     if bad is not None:
         return bad
     text = probe.route.text(answer) or ""
@@ -268,8 +261,7 @@ def _stream_problem(answer: Answer) -> str | None:
 def check_stream(probe: Probe) -> Verdict:
     """stream true: a well-formed event stream that ends with [DONE]."""
     answer = probe.stream(temperature=0, stream=True)
-    trial = probe.route.trial(answer)
-    bad = failure("stream", answer, trial)
+    trial, bad = probe.judge("stream", answer)
     if bad is not None:
         return bad
     if answer.events is None:
@@ -292,8 +284,7 @@ def check_stream(probe: Probe) -> Verdict:
 def check_stream_options(probe: Probe) -> Verdict:
     """stream_options.include_usage: a chunk carries the usage."""
     answer = probe.stream(temperature=0, stream=True, stream_options={"include_usage": True})
-    trial = probe.route.trial(answer)
-    bad = failure("stream_options", answer, trial)
+    trial, bad = probe.judge("stream_options", answer)
     if bad is not None:
         return bad
     if answer.events is None:
@@ -321,8 +312,7 @@ def check_stream_options(probe: Probe) -> Verdict:
 def check_unknown(probe: Probe) -> Verdict:
     """A field no engine knows: refused (like OpenAI) or silently accepted."""
     answer = probe.post(temperature=0, **{UNKNOWN_FIELD: "probe"})
-    trial = probe.route.trial(answer)
-    bad = failure(UNKNOWN, answer, trial)
+    trial, bad = probe.judge(UNKNOWN, answer)
     if bad is not None:
         if bad.outcome == REJECTED:
             return Verdict(UNKNOWN, REJECTED, f"{UNKNOWN_FIELD}: {bad.summary}", (trial,))

@@ -16,7 +16,8 @@ import httpx
 
 DONE = "[DONE]"
 # Consecutive time-outs after which the engine is taken to have stopped answering:
-# the remaining requests are not sent, so a dead engine costs 3 time-outs, not 100.
+# requests are not sent until a forced one (the runner's plain request) is answered,
+# so a dead engine costs a few time-outs, not a hundred.
 MAX_TIMEOUTS_IN_A_ROW = 3
 MAX_STREAM_EVENTS = 1024
 MAX_BODY_BYTES = 4 * 1024 * 1024
@@ -94,17 +95,24 @@ class EngineClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def post(self, path: str, body: dict[str, Any]) -> Answer:
+    @property
+    def stalled(self) -> bool:
+        """The last requests all timed out: new ones are not sent unless forced."""
+        return self._timeouts_in_a_row >= MAX_TIMEOUTS_IN_A_ROW
+
+    def post(self, path: str, body: dict[str, Any], *, force: bool = False) -> Answer:
         """POST a JSON body and read the whole answer."""
-        return self._send(path, body, streaming=False)
+        return self._send(path, body, streaming=False, force=force)
 
     def stream(self, path: str, body: dict[str, Any]) -> Answer:
         """POST a JSON body and read the SSE stream it starts (bounded)."""
         return self._send(path, body, streaming=True)
 
-    def _send(self, path: str, body: dict[str, Any], *, streaming: bool) -> Answer:
+    def _send(
+        self, path: str, body: dict[str, Any], *, streaming: bool, force: bool = False
+    ) -> Answer:
         answer = Answer(sent=body)
-        if self._timeouts_in_a_row >= MAX_TIMEOUTS_IN_A_ROW:
+        if self.stalled and not force:
             answer.error = f"not sent: the engine timed out {MAX_TIMEOUTS_IN_A_ROW} times in a row"
             return answer
         if self.sent >= self.max_requests:

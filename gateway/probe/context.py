@@ -14,6 +14,7 @@ from typing import Any
 
 from gateway.probe.client import Answer, EngineClient
 from gateway.probe.route import ProbeRoute
+from gateway.probe.verdict import BROKEN, Trial, Verdict, failure, trim
 
 GREEDY_SAMPLES = 3
 FREE_SAMPLES = 4
@@ -74,9 +75,42 @@ class Probe:
         """The base request with ``fields``, read as an event stream."""
         return self.client.stream(self.route.path, self.route.body(**fields))
 
+    def revive(self) -> bool:
+        """After time-outs in a row, one plain request: True if the engine answers again."""
+        answer = self.client.post(self.route.path, self.route.body(temperature=0), force=True)
+        return answer.status is not None
+
+    def judge(self, field: str, answer: Answer) -> tuple[Trial, Verdict | None]:
+        """The answer's evidence, and a verdict if it failed or a 200 came without a text."""
+        trial = self.route.trial(answer)
+        bad = failure(field, answer, trial)
+        if bad is None and answer.events is None and self.route.text(answer) is None:
+            bad = Verdict(
+                field,
+                BROKEN,
+                f"HTTP 200 without a text in choices[0]: {trim(answer.raw)}",
+                (trial,),
+            )
+        return trial, bad
+
+    def post_each(
+        self, field: str, requests: list[dict[str, Any]]
+    ) -> tuple[list[Answer], list[Trial], Verdict | None]:
+        """Send each request in turn, stopping at the first that fails (its verdict)."""
+        answers: list[Answer] = []
+        trials: list[Trial] = []
+        for fields in requests:
+            answer = self.post(**fields)
+            answers.append(answer)
+            trial, bad = self.judge(field, answer)
+            trials.append(trial)
+            if bad is not None:
+                return answers, trials, bad
+        return answers, trials, None
+
     def measure_baseline(self) -> None:
         """Send the plain request; ProbeError if the engine does not answer it."""
-        first = self.post(temperature=0)
+        first = self.client.post(self.route.path, self.route.body(temperature=0), force=True)
         if not first.ok or self.route.text(first) is None:
             what = (
                 f"HTTP {first.status}: {first.engine_message()}"

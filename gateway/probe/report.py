@@ -54,6 +54,9 @@ def render_markdown(result: ProbeResult) -> str:
         "",
     ]
     for route in result.routes:
+        if route.error is not None:
+            lines += [f"## {route.route}", "", f"Not measured: {_cell(route.error)}", ""]
+            continue
         lines += [
             f"## {route.route}",
             "",
@@ -79,6 +82,9 @@ def render_table(result: ProbeResult, *, width: int = 100) -> str:
     """A plain-text table for the terminal."""
     lines: list[str] = []
     for route in result.routes:
+        if route.error is not None:
+            lines += [f"{route.route}: not measured: {route.error}", ""]
+            continue
         name_width = max(len(v.field) for v in route.verdicts)
         lines.append(route.route)
         for v in route.verdicts:

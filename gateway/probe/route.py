@@ -81,11 +81,8 @@ class ProbeRoute:
 
     def trial(self, answer: Answer, note: str = "") -> Trial:
         """Evidence for one request: the fields beyond the base request, and the answer."""
-        shown = {
-            k: v
-            for k, v in answer.sent.items()
-            if k not in ("model", "messages", "prompt") and self.extra.get(k, _ABSENT) != v
-        }
+        base = self.body()
+        shown = {k: v for k, v in answer.sent.items() if base.get(k, _ABSENT) != v}
         got = describe(self, answer)
         return Trial(compact(shown, 160), f"{got}; {note}" if note else got)
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from gateway.probe import checks, sampling
 from gateway.probe.client import BudgetSpent, EngineClient
-from gateway.probe.context import FREE_SAMPLES, GREEDY_SAMPLES, Baseline, Probe
+from gateway.probe.context import FREE_SAMPLES, GREEDY_SAMPLES, Baseline, Probe, ProbeError
 from gateway.probe.progress import Progress
 from gateway.probe.route import CHAT, ProbeRoute
 from gateway.probe.verdict import INCONCLUSIVE, Verdict
@@ -69,6 +69,7 @@ class RouteResult:
     route: str
     verdicts: list[Verdict]
     baseline: Baseline
+    error: str | None = None  # why the route could not be measured (no verdicts then)
 
     def verdict(self, name: str) -> Verdict | None:
         return next((v for v in self.verdicts if v.field == name), None)
@@ -99,24 +100,36 @@ def probe_engine(
     progress: Progress | None = None,
     today: date | None = None,
 ) -> ProbeResult:
-    """Probe each route; ProbeError when the engine does not answer a plain request."""
+    """Probe each route; ProbeError when the engine answers no route's plain request.
+
+    A route whose plain request fails is kept with its ``error`` and no verdicts.
+    """
     result = ProbeResult(upstream, model, today or date.today(), dict(extra or {}))
 
     def show(label: str) -> None:
         if progress is not None:
             progress.update(done=client.sent, label=label)
 
+    gave_up = False
     for path in routes:
         probe = Probe(client, ProbeRoute(path, model, result.extra))
         show(f"{path} baseline")
-        probe.measure_baseline()
+        try:
+            probe.measure_baseline()
+        except (ProbeError, BudgetSpent) as exc:
+            result.routes.append(RouteResult(path, [], probe.baseline, error=str(exc)))
+            continue
         verdicts = []
         for check in checks_for(path):
             show(f"{path} {check.field}")
+            if client.stalled and check.requests and not gave_up:
+                gave_up = not _revive(probe)
             verdicts.append(_run(check, probe))
         result.routes.append(RouteResult(path, verdicts, probe.baseline))
     show("done")
     result.requests = client.sent
+    if all(r.error is not None for r in result.routes):
+        raise ProbeError("; ".join(str(r.error) for r in result.routes))
     return result
 
 
@@ -128,3 +141,10 @@ def _run(check: Check, probe: Probe) -> Verdict:
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
         # An engine answer of a shape no check expected: say so, keep probing.
         return Verdict(check.field, INCONCLUSIVE, f"unreadable answer: {type(exc).__name__}: {exc}")
+
+
+def _revive(probe: Probe) -> bool:
+    try:
+        return probe.revive()
+    except BudgetSpent:
+        return False

@@ -16,7 +16,7 @@ from gateway.probe.verdict import (
     MIN_CONFIDENCE,
     Trial,
     Verdict,
-    failure,
+    difference,
     quote,
     shown_confidence,
 )
@@ -77,14 +77,10 @@ def check_temperature(probe: Probe) -> Verdict:
 def check_seed(probe: Probe) -> Verdict:
     """The same seed twice gives the same text; different seeds give different texts."""
     route = probe.route
-    answers = [
-        probe.post(temperature=1.0, seed=s) for s in (SEEDS[0], SEEDS[0], SEEDS[1], SEEDS[1])
-    ]
-    trials = [route.trial(a) for a in answers]
-    for answer, trial in zip(answers, trials, strict=True):
-        bad = failure("seed", answer, trial)
-        if bad is not None:
-            return bad
+    seeds = (SEEDS[0], SEEDS[0], SEEDS[1], SEEDS[1])
+    answers, trials, bad = probe.post_each("seed", [{"temperature": 1.0, "seed": s} for s in seeds])
+    if bad is not None:
+        return bad
     a1, a2, b1, b2 = (route.text(a) for a in answers)
     if a1 != a2 or b1 != b2:
         pair = (SEEDS[0], a1, a2) if a1 != a2 else (SEEDS[1], b1, b2)
@@ -98,8 +94,8 @@ def check_seed(probe: Probe) -> Verdict:
     texts = {a1, b1}
     if len(texts) == 1:
         third = probe.post(temperature=1.0, seed=SEEDS[2])
-        trials.append(route.trial(third))
-        bad = failure("seed", third, trials[-1])
+        trial, bad = probe.judge("seed", third)
+        trials.append(trial)
         if bad is not None:
             return bad
         texts.add(route.text(third))
@@ -122,12 +118,9 @@ def check_filter(probe: Probe, field: str) -> Verdict:
     """At its extreme setting the filter leaves one token per step: temperature 1 turns greedy."""
     value = FILTERS[field]
     route, base = probe.route, probe.baseline
-    answers = [probe.post(temperature=1.0, **{field: value}) for _ in range(3)]
-    trials = [route.trial(a) for a in answers]
-    for answer, trial in zip(answers, trials, strict=True):
-        bad = failure(field, answer, trial)
-        if bad is not None:
-            return bad
+    answers, trials, bad = probe.post_each(field, [{"temperature": 1.0, field: value}] * 3)
+    if bad is not None:
+        return bad
     texts = [route.text(a) for a in answers]
     greedy = base.greedy_text
     if greedy is not None:
@@ -169,8 +162,8 @@ def check_penalty(probe: Probe, field: str) -> Verdict:
     trials: list[Trial] = []
     for value in PENALTIES[field]:
         answer = probe.post(temperature=0, **{field: value})
-        trials.append(probe.route.trial(answer))
-        bad = failure(field, answer, trials[-1])
+        trial, bad = probe.judge(field, answer)
+        trials.append(trial)
         if bad is not None:
             return bad
         text = probe.route.text(answer)
@@ -178,8 +171,7 @@ def check_penalty(probe: Probe, field: str) -> Verdict:
             return Verdict(
                 field,
                 HONOURED,
-                f"{field} {value} changed the temperature-0 text from {quote(greedy, 40)} "
-                f"to {quote(text, 40)}",
+                f"{field} {value} changed the temperature-0 text: {difference(greedy, text)}",
                 tuple(trials),
             )
     shown = " nor ".join(str(v) for v in PENALTIES[field])
@@ -199,8 +191,8 @@ def check_logit_bias(probe: Probe) -> Verdict:
     trials: list[Trial] = []
     for token in BIAS_TOKEN_IDS:
         answer = probe.post(temperature=0, logit_bias={token: 100})
-        trials.append(probe.route.trial(answer))
-        bad = failure("logit_bias", answer, trials[-1])
+        trial, bad = probe.judge("logit_bias", answer)
+        trials.append(trial)
         if bad is not None:
             return bad
         text = probe.route.text(answer)
@@ -208,7 +200,7 @@ def check_logit_bias(probe: Probe) -> Verdict:
             return Verdict(
                 "logit_bias",
                 HONOURED,
-                f"+100 on token {token} changed the temperature-0 text to {quote(text, 40)}",
+                f"+100 on token {token} changed the temperature-0 text: {difference(greedy, text)}",
                 tuple(trials),
             )
     return Verdict(

@@ -57,6 +57,22 @@ def quote(text: str | None, limit: int = 60) -> str:
     return json.dumps(trim(text, limit), ensure_ascii=False)
 
 
+def difference(before: str, after: str | None, context: int = 24) -> str:
+    """Where ``after`` departs from ``before``, shown as the two texts around that point."""
+    if after is None:
+        return f"{quote(before, 40)} became no text"
+    at = next(
+        (i for i, (a, b) in enumerate(zip(before, after, strict=False)) if a != b),
+        min(len(before), len(after)),
+    )
+    start = max(0, at - context // 2)
+    lead = "…" if start else ""
+    return (
+        f"{quote(lead + before[start : at + context], context * 2)} became "
+        f"{quote(lead + after[start : at + context], context * 2)}"
+    )
+
+
 def compact(value: Any, limit: int = _TRIM) -> str:
     """A JSON value on one line, trimmed."""
     return trim(json.dumps(value, separators=(", ", ": "), ensure_ascii=False), limit)

@@ -5,6 +5,7 @@ excepted); each rule carries a comment with the verdict, its evidence and the da
 from __future__ import annotations
 
 import json
+import math
 import re
 import textwrap
 from decimal import Decimal
@@ -38,8 +39,12 @@ def flow(value: Any) -> str:
         return "[" + ", ".join(flow(v) for v in value) + "]"
     if isinstance(value, float):
         # YAML 1.1 reads "1e-05" as a string: write floats without an exponent.
+        if not math.isfinite(value):
+            raise ValueError(f"not a JSON number: {value}")
         text = repr(value)
-        return format(Decimal(text), "f") if "e" in text else text
+        if "e" in text:
+            text = format(Decimal(text), "f")
+        return text if "." in text else text + ".0"
     if isinstance(value, str):
         return _key(value)
     return json.dumps(value, ensure_ascii=False)
@@ -49,7 +54,23 @@ def _key(text: str) -> str:
     """A string as a YAML scalar: bare when YAML reads it back as the same string."""
     if _BARE.match(text) and text.lower() not in _RESERVED:
         return text
-    return json.dumps(text, ensure_ascii=False)
+    return _quoted(text)
+
+
+def _quoted(text: str) -> str:
+    """A YAML double-quoted string with everything but printable ASCII escaped."""
+    out = []
+    for char in text:
+        code = ord(char)
+        if char in '"\\':
+            out.append("\\" + char)
+        elif 0x20 <= code < 0x7F:
+            out.append(char)
+        elif code <= 0xFFFF:
+            out.append(f"\\u{code:04x}")
+        else:
+            out.append(f"\\U{code:08x}")
+    return '"' + "".join(out) + '"'
 
 
 def _rule_lines(name: str, rule: Rule, indent: str) -> list[str]:
@@ -122,15 +143,23 @@ def render_policy(result: ProbeResult) -> str:
     ]
     if result.extra:
         lines += _comment(f"Every probe request also carried {flow(result.extra)}.", "")
+    for route in result.routes:
+        if route.error is not None:
+            lines += _comment(
+                f"{route.route} is not in this policy, so the gateway checks none of its "
+                f"requests: {route.error}",
+                "",
+            )
     lines += [
         "version: 1",
-        f"description: {json.dumps(f'probed from {result.model} at {result.upstream} on {day}')}",
+        f"description: {_quoted(f'probed from {result.model} at {result.upstream} on {day}')}",
         "",
     ]
     lines += _unknown_comment(result, day)
     lines += ["unknown_fields: reject", "", "routes:"]
     for route in result.routes:
-        lines += _route_lines(route, result, day)
+        if route.error is None:
+            lines += _route_lines(route, result, day)
     return "\n".join(lines) + "\n"
 
 
