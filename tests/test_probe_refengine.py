@@ -265,6 +265,7 @@ def test_probe_command_prints_the_table_and_writes_report_and_policy(
     assert code == 0, captured.err
     assert "  seed " in captured.out and "honoured" in captured.out
     assert f"policy written to {out}" in captured.err
+    assert main(["check", str(out)]) == 0, capsys.readouterr().out
     policy, _ = load_policy_file(out)
     assert list(policy.routes) == [CHAT]
     assert policy.routes[CHAT].fields["n"].action == "reject"  # type: ignore[index]
