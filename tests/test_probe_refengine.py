@@ -9,8 +9,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import openai
 import pytest
+import yaml
 
 from gateway.app import create_app
 from gateway.cli import main
@@ -266,6 +268,11 @@ def test_probe_command_prints_the_table_and_writes_report_and_policy(
     assert "  seed " in captured.out and "honoured" in captured.out
     assert f"policy written to {out}" in captured.err
     assert main(["check", str(out)]) == 0, capsys.readouterr().out
+    # Its first line points editors to the schema, and it validates against it.
+    schema_line = out.read_text().splitlines()[0]
+    schema_path = out.parent / schema_line.removeprefix("# yaml-language-server: $schema=")
+    assert schema_path.resolve() == ROOT / "gateway" / "policy.schema.json"
+    jsonschema.validate(yaml.safe_load(out.read_text()), json.loads(schema_path.read_text()))
     policy, _ = load_policy_file(out)
     assert list(policy.routes) == [CHAT]
     assert policy.routes[CHAT].fields["n"].action == "reject"  # type: ignore[index]

@@ -102,7 +102,8 @@ def run(args: argparse.Namespace) -> int:
         args.report.write_text(render_markdown(result), encoding="utf-8")
         print(f"report written to {args.report}", file=sys.stderr)
     if args.out is not None:
-        text = render_policy(result)
+        schema = Path(__file__).resolve().parent.parent / "policy.schema.json"
+        text = render_policy(result, schema=os.path.relpath(schema, args.out.resolve().parent))
         try:
             parse_policy_text(text, file=str(args.out))
         except SourceError as exc:  # pragma: no cover - a writer bug, not an engine's

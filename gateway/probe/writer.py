@@ -130,10 +130,12 @@ def _comment(text: str, indent: str) -> list[str]:
     )
 
 
-def render_policy(result: ProbeResult) -> str:
-    """The policy YAML for ``result``; ``ft-gateway check`` accepts it."""
+def render_policy(result: ProbeResult, *, schema: str | None = None) -> str:
+    """The policy YAML for ``result``; ``ft-gateway check`` accepts it. ``schema``: the
+    path of gateway/policy.schema.json relative to the file, for editors."""
     day = result.probed_on.isoformat()
-    lines = [
+    lines = [f"# yaml-language-server: $schema={schema}", "#"] if schema else []
+    lines += [
         f"# Field policy written by `ft-gateway probe` on {day} from {result.requests} requests",
         f"# to {result.upstream} (model {result.model}).",
         "# Each probed field's rule says what the probe measured and how. Honoured fields",
