@@ -182,13 +182,12 @@ def _sweep(xs: list[torch.Tensor], seeds: torch.Tensor, steps: torch.Tensor, flo
     n = len(xs)
     configs = [
         ts.DEFAULT_CONFIG,
-        ts.KernelConfig(slice_size=8192, groups=256, slice_warps=4),
-        ts.KernelConfig(slice_size=16384, groups=512, slice_warps=8),
-        ts.KernelConfig(slice_size=4096, groups=256, slice_warps=4),
-        ts.KernelConfig(slice_size=8192, groups=1024, slice_warps=8),
-        ts.KernelConfig(row_warps=16),
-        ts.KernelConfig(lanes=8192, row_warps=16),
-        ts.KernelConfig(lanes=2048, row_warps=4),
+        ts.KernelConfig(slice_warps=4),
+        ts.KernelConfig(slice_size=16384, slice_warps=8),
+        ts.KernelConfig(groups=256, slice_warps=4),
+        ts.KernelConfig(lanes=1024, row_warps=4),
+        ts.KernelConfig(lanes=1024, row_warps=2, cap=256, k_fast=64),
+        ts.KernelConfig(lanes=2048, row_warps=8),
     ]
     for cfg in configs:
         t = _time(

@@ -5,10 +5,10 @@ filter (temperature only, or T = 0): each program takes a fixed slice of one row
 returns its best (score, token id). ``row_kernel`` (grid B) finishes those rows from the
 slice partials and samples the filtered rows, one program per row.
 
-Every tile has [GROUPS, 4] tokens: one Philox4x32-10 call per group gives the words of
-its 4 tokens. Nothing depends on the batch size: slice and tile sizes are constants, and
-the only cross-element reduction on a pure row is an argmax whose result (highest score,
-lowest id on ties) is the same in any order.
+Every tile has 4 * GROUPS consecutive tokens: one Philox4x32-10 call per group of 4
+gives the words of its 4 tokens. Nothing depends on the batch size: slice and tile
+sizes are constants, and the only cross-element reduction on a pure row is an argmax
+whose result (highest score, lowest id on ties) is the same in any order.
 """
 # Triton reads the kernels' signatures itself; they carry no Python type hints.
 # mypy: disable-error-code="no-untyped-def, untyped-decorator"
@@ -51,17 +51,17 @@ def _row_key(seeds_ptr, steps_ptr, row):
 
 
 @triton.jit
-def _group_bits(groups, quarter, k0, k1, s0, s1, stream):
-    """uint32 words [G, 4] of tokens 4 * groups[:, None] + quarter[None, :]."""
+def _group_bits(groups, k0, k1, s0, s1, stream):
+    """uint32 words [4 G] of tokens 4 * groups[0] ... 4 * groups[-1] + 3 (groups consecutive).
+
+    One Philox call per group; tl.join keeps a group's 4 words in one thread, so no
+    thread repeats another's Philox call.
+    """
     c0 = groups.to(tl.uint32)
     zero = tl.zeros_like(c0)
     w0, w1, w2, w3 = _philox(c0, zero + s0, zero + s1, zero + stream, zero + k0, zero + k1)
-    q = quarter[None, :]
-    return tl.where(
-        q == 0,
-        w0[:, None],
-        tl.where(q == 1, w1[:, None], tl.where(q == 2, w2[:, None], w3[:, None])),
-    )
+    both = tl.join(tl.join(w0, w2), tl.join(w1, w3))  # the new axis is the minor one
+    return tl.reshape(both, [4 * groups.shape[0]])
 
 
 @triton.jit
@@ -150,17 +150,16 @@ def slice_kernel(
         inv_t = (1.0 / tl.where(temp > 0.0, temp, 1.0)).to(tl.float32)
         row_ptr = logits_ptr + row * row_stride
         groups = tl.arange(0, GROUPS)
-        quarter = tl.arange(0, 4)
-        best_v = tl.full([GROUPS, 4], float("-inf"), tl.float32)
-        best_i = tl.full([GROUPS, 4], _INT32_MAX, tl.int32)
+        lanes = tl.arange(0, 4 * GROUPS)
+        best_v = tl.full([4 * GROUPS], float("-inf"), tl.float32)
+        best_i = tl.full([4 * GROUPS], _INT32_MAX, tl.int32)
         for step in tl.range(0, SLICE // (4 * GROUPS)):
             base = part * SLICE + step * (4 * GROUPS)
-            g = base // 4 + groups
-            tok = 4 * g[:, None] + quarter[None, :]
+            tok = base + lanes
             valid = tok < vocab
             logit = tl.load(row_ptr + tok, mask=valid, other=float("-inf")).to(tl.float32)
             if temp > 0.0:
-                noise = _gumbel(_group_bits(g, quarter, k0, k1, s0, s1, 0))
+                noise = _gumbel(_group_bits(base // 4 + groups, k0, k1, s0, s1, 0))
                 score = logit * inv_t + noise
             else:
                 score = logit
@@ -169,9 +168,7 @@ def slice_kernel(
             take = (score > best_v) | ((score == best_v) & (tok < best_i))
             best_v = tl.where(take, score, best_v)
             best_i = tl.where(take, tok, best_i)
-        flat_v = tl.reshape(best_v, [GROUPS * 4])
-        flat_i = tl.reshape(best_i, [GROUPS * 4])
-        v, i = tl.reduce((flat_v, flat_i), 0, _argmax_combine)
+        v, i = tl.reduce((best_v, best_i), 0, _argmax_combine)
         tl.store(part_val_ptr + row * n_slices + part, v)
         tl.store(part_idx_ptr + row * n_slices + part, i)
 
@@ -183,9 +180,8 @@ def bits_kernel(out_ptr, vocab, seeds_ptr, steps_ptr, stream, GROUPS: tl.constex
     part = tl.program_id(1)
     k0, k1, s0, s1 = _row_key(seeds_ptr, steps_ptr, row)
     g = part * GROUPS + tl.arange(0, GROUPS)
-    quarter = tl.arange(0, 4)
-    tok = 4 * g[:, None] + quarter[None, :]
-    x = _group_bits(g, quarter, k0, k1, s0, s1, (tl.zeros([], tl.int64) + stream).to(tl.uint32))
+    tok = part * (4 * GROUPS) + tl.arange(0, 4 * GROUPS)
+    x = _group_bits(g, k0, k1, s0, s1, (tl.zeros([], tl.int64) + stream).to(tl.uint32))
     tl.store(out_ptr + row * vocab + tok, x.to(tl.int32, bitcast=True), mask=tok < vocab)
 
 
@@ -243,27 +239,24 @@ def _sample_kept(
 ):
     """Gumbel-max over the row, keeping tokens in the cut prefix with (l - max) / T >= log min_p."""
     groups = tl.arange(0, GROUPS)
-    quarter = tl.arange(0, 4)
+    lanes = tl.arange(0, 4 * GROUPS)
     inv_t32 = inv_t.to(tl.float32)
-    best_v = tl.full([GROUPS, 4], float("-inf"), tl.float32)
-    best_i = tl.full([GROUPS, 4], _INT32_MAX, tl.int32)
+    best_v = tl.full([4 * GROUPS], float("-inf"), tl.float32)
+    best_i = tl.full([4 * GROUPS], _INT32_MAX, tl.int32)
     for base in range(0, vocab, 4 * GROUPS):
-        g = base // 4 + groups
-        tok = 4 * g[:, None] + quarter[None, :]
+        tok = base + lanes
         valid = tok < vocab
         logit = tl.load(row_ptr + tok, mask=valid, other=float("-inf")).to(tl.float32)
         key = _ordered_key(logit)
         keep = valid & _in_prefix(key, tok, cut_key, cut_id)
         keep = keep & ((logit.to(tl.float64) - row_max) * inv_t >= log_min_p)
-        noise = _gumbel(_group_bits(g, quarter, k0, k1, s0, s1, 0))
+        noise = _gumbel(_group_bits(base // 4 + groups, k0, k1, s0, s1, 0))
         score = tl.where(keep, logit * inv_t32 + noise, float("-inf"))
         tok = tl.where(keep, tok, _INT32_MAX)
         take = (score > best_v) | ((score == best_v) & (tok < best_i))
         best_v = tl.where(take, score, best_v)
         best_i = tl.where(take, tok, best_i)
-    flat_v = tl.reshape(best_v, [GROUPS * 4])
-    flat_i = tl.reshape(best_i, [GROUPS * 4])
-    _, i = tl.reduce((flat_v, flat_i), 0, _argmax_combine)
+    _, i = tl.reduce((best_v, best_i), 0, _argmax_combine)
     return i
 
 

@@ -29,10 +29,10 @@ class KernelConfig:
     slice_size: int = 8192  # tokens per program of an unfiltered row
     groups: int = 512  # Philox groups (4 tokens each) per tile
     slice_warps: int = 8
-    lanes: int = 4096  # tokens per step of a filtered row's passes
-    cap: int = 1024  # most candidates a filtered row's fast path sorts
-    k_fast: int = 256  # largest top_k served by the fast path
-    row_warps: int = 8
+    lanes: int = 2048  # tokens per step of a filtered row's passes
+    cap: int = 512  # most candidates a filtered row's fast path sorts
+    k_fast: int = 128  # largest top_k served by the fast path
+    row_warps: int = 4
 
 
 DEFAULT_CONFIG = KernelConfig()
