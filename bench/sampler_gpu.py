@@ -90,7 +90,7 @@ def _copy_bandwidth() -> float:
     src.random_()
     dst = torch.empty_like(src)
     ms = float(do_bench(lambda: dst.copy_(src), warmup=50, rep=300, return_mode="median"))
-    return 2 * src.numel() / (ms * 1e-3)
+    return float(2 * src.numel() / (ms * 1e-3))
 
 
 def _time(fn: Callable[[int], Any]) -> float:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TypeAlias
 
 import torch
 import triton
@@ -17,7 +18,7 @@ from sampler import _triton_kernels as _k
 
 __all__ = ["KernelConfig", "DEFAULT_CONFIG", "sample", "stream_bits"]
 
-PerRow = torch.Tensor | Sequence[float] | float | int
+PerRow: TypeAlias = "torch.Tensor | Sequence[float] | float | int"
 
 _LOGIT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
 
