@@ -67,7 +67,9 @@ class Upstream(_Section):
         description="name of the environment variable that holds the engine's API key "
         "(never the key itself)",
     )
-    client: Literal["httpx"] = Field(default="httpx", description="upstream HTTP client")
+    client: Literal["httpx", "aiohttp"] = Field(
+        default="httpx", description="upstream HTTP client (aiohttp: the fast one)"
+    )
     max_connections: int = Field(default=1000, ge=1, description="per replica")
 
     @model_validator(mode="before")

@@ -169,4 +169,8 @@ def make_upstream(
         from gateway.balancer import Balancer
 
         return Balancer.from_settings(settings, lambda one: make_upstream(one, transport=transport))
+    if transport is None and settings.upstream.client == "aiohttp":
+        from gateway.upstream_aiohttp import AiohttpUpstream
+
+        return AiohttpUpstream(settings)
     return HttpxUpstream(settings, transport=transport)

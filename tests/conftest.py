@@ -10,3 +10,11 @@ pytest_plugins = ["tests.figures"]
 @pytest.fixture
 def anyio_backend() -> str:
     return "asyncio"
+
+
+@pytest.fixture(params=["httpx", "aiohttp"])
+def upstream_client(request: pytest.FixtureRequest) -> str:
+    """Each UpstreamClient implementation by its ``upstream.client`` name: tests that
+    talk to a real loopback engine run over both."""
+    name: str = request.param
+    return name
