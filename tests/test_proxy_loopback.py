@@ -4,11 +4,11 @@ over each upstream client."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
-import httpx
 import openai
 import pytest
 
@@ -56,35 +56,30 @@ def sse(content: str, *, finish: str | None = None) -> bytes:
     return b"data: " + json.dumps(event).encode() + b"\n\n"
 
 
-@pytest.fixture
-def gateway_for(upstream_client: str) -> object:
-    @__import__("contextlib").asynccontextmanager
-    async def serve(engine_url: str) -> AsyncIterator[openai.AsyncOpenAI]:
-        settings = load_settings(
-            None,
-            overrides={
-                ("upstream", "url"): engine_url,
-                ("upstream", "client"): upstream_client,
-                ("policy",): str(ROOT / "policies" / "ft-serve.yaml"),
-            },
-            environ={},
-        )
-        async with running_server(create_app(settings)) as url:
-            async with openai.AsyncOpenAI(
-                base_url=f"{url}/v1", api_key="k", max_retries=0
-            ) as client:
-                yield client
-
-    return serve
+@contextlib.asynccontextmanager
+async def gateway(engine_url: str, upstream_client: str) -> AsyncIterator[openai.AsyncOpenAI]:
+    """The gateway in front of ``engine_url`` on a loopback port, and an SDK client for it."""
+    settings = load_settings(
+        None,
+        overrides={
+            ("upstream", "url"): engine_url,
+            ("upstream", "client"): upstream_client,
+            ("policy",): str(ROOT / "policies" / "ft-serve.yaml"),
+        },
+        environ={},
+    )
+    async with running_server(create_app(settings)) as url:
+        async with openai.AsyncOpenAI(base_url=f"{url}/v1", api_key="k", max_retries=0) as client:
+            yield client
 
 
-async def test_chat_answer_through_the_sdk(gateway_for: object) -> None:
+async def test_chat_answer_through_the_sdk(upstream_client: str) -> None:
     async def engine_answers(request: SeenRequest, wire: Wire) -> None:
         body = json.dumps(ANSWER).encode()
         await wire.send(http_response(200, body, headers=[(b"Content-Type", b"application/json")]))
 
     async with LoopbackEngine(engine_answers).running() as engine:
-        async with gateway_for(engine.url) as client:  # type: ignore[operator]
+        async with gateway(engine.url, upstream_client) as client:
             completion = await client.chat.completions.create(
                 model=MODEL, messages=[{"role": "user", "content": "hi"}], seed=3
             )
@@ -98,7 +93,7 @@ async def test_chat_answer_through_the_sdk(gateway_for: object) -> None:
     assert seen.header(b"authorization") is None
 
 
-async def test_stream_is_relayed_chunk_by_chunk(gateway_for: object) -> None:
+async def test_stream_is_relayed_chunk_by_chunk(upstream_client: str) -> None:
     received = asyncio.Event()
 
     async def engine_streams(request: SeenRequest, wire: Wire) -> None:
@@ -107,7 +102,7 @@ async def test_stream_is_relayed_chunk_by_chunk(gateway_for: object) -> None:
         await wire.send(chunk(sse("lo", finish="stop")) + chunk(b"data: [DONE]\n\n") + LAST_CHUNK)
 
     async with LoopbackEngine(engine_streams).running() as engine:
-        async with gateway_for(engine.url) as client:  # type: ignore[operator]
+        async with gateway(engine.url, upstream_client) as client:
             stream = await client.chat.completions.create(
                 model=MODEL, messages=[{"role": "user", "content": "hi"}], stream=True
             )
@@ -119,7 +114,7 @@ async def test_stream_is_relayed_chunk_by_chunk(gateway_for: object) -> None:
 
 
 async def test_client_leaving_a_stream_closes_the_engine_connection(
-    gateway_for: object,
+    upstream_client: str,
 ) -> None:
     async def engine_streams(request: SeenRequest, wire: Wire) -> None:
         await wire.send(STREAM_HEAD + chunk(sse("Hel")))
@@ -127,7 +122,7 @@ async def test_client_leaving_a_stream_closes_the_engine_connection(
 
     engine = LoopbackEngine(engine_streams)
     async with engine.running():
-        async with gateway_for(engine.url) as client:  # type: ignore[operator]
+        async with gateway(engine.url, upstream_client) as client:
             stream = await client.chat.completions.create(
                 model=MODEL, messages=[{"role": "user", "content": "hi"}], stream=True
             )
@@ -138,8 +133,8 @@ async def test_client_leaving_a_stream_closes_the_engine_connection(
     assert engine.closed_connections == 1
 
 
-async def test_engine_down_is_a_502_naming_it(gateway_for: object) -> None:
-    async with gateway_for(refused_url()) as client:  # type: ignore[operator]
+async def test_engine_down_is_a_502_naming_it(upstream_client: str) -> None:
+    async with gateway(refused_url(), upstream_client) as client:
         with pytest.raises(openai.APIStatusError) as caught:
             await client.chat.completions.create(
                 model=MODEL, messages=[{"role": "user", "content": "hi"}]
@@ -149,7 +144,7 @@ async def test_engine_down_is_a_502_naming_it(gateway_for: object) -> None:
     assert caught.value.body["code"] == "upstream_unreachable"
 
 
-async def test_models_pass_through(gateway_for: object) -> None:
+async def test_models_pass_through(upstream_client: str) -> None:
     models = {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "x"}]}
 
     async def engine_lists(request: SeenRequest, wire: Wire) -> None:
@@ -157,7 +152,6 @@ async def test_models_pass_through(gateway_for: object) -> None:
         await wire.send(http_response(200, body, headers=[(b"content-type", b"application/json")]))
 
     async with LoopbackEngine(engine_lists).running() as engine:
-        async with gateway_for(engine.url) as client:  # type: ignore[operator]
+        async with gateway(engine.url, upstream_client) as client:
             assert [m.id async for m in client.models.list()] == [MODEL]
     assert engine.requests[0].method == "GET"
-    assert isinstance(httpx.URL(engine.url), httpx.URL)
