@@ -41,10 +41,12 @@ class Contender:
     name: str
     description: str
     command: Command | None
+    # Runs without --contenders; the others only when named.
+    default: bool = True
 
     def available(self) -> bool:
         """Whether this contender can run on this checkout."""
-        if self.name == "gateway":
+        if self.name.startswith("gateway"):
             return (ROOT / "gateway" / "cli.py").exists() and (VENV_BIN / "ft-gateway").exists()
         return True
 
@@ -73,6 +75,16 @@ def _naive(launch: Launch) -> tuple[list[str], dict[str, str]]:
     return command, {"NAIVE_UPSTREAM": launch.upstream}
 
 
+def _gateway_with(client: str | None) -> Command:
+    def command(launch: Launch) -> tuple[list[str], dict[str, str]]:
+        argv, env = _gateway(launch)
+        if client is not None:
+            env["FT_GATEWAY_UPSTREAM__CLIENT"] = client
+        return argv, env
+
+    return command
+
+
 def _gateway(launch: Launch) -> tuple[list[str], dict[str, str]]:
     command = [
         str(VENV_BIN / "ft-gateway"),
@@ -97,6 +109,18 @@ CONTENDERS = [
         "naive", "Starlette + httpx pass-through under uvicorn (bench/naive_proxy.py)", _naive
     ),
     Contender("gateway", "ft-gateway serve with the default ft-serve policy", _gateway),
+    Contender(
+        "gateway-httpx",
+        "the gateway with upstream.client httpx",
+        _gateway_with("httpx"),
+        default=False,
+    ),
+    Contender(
+        "gateway-aiohttp",
+        "the gateway with upstream.client aiohttp",
+        _gateway_with("aiohttp"),
+        default=False,
+    ),
 ]
 
 
@@ -104,7 +128,7 @@ def select(names: list[str] | None) -> list[Contender]:
     """Contenders by name (None: every available one), in the table's order."""
     known = {c.name: c for c in CONTENDERS}
     if not names:
-        return [c for c in CONTENDERS if c.available()]
+        return [c for c in CONTENDERS if c.default and c.available()]
     unknown = [n for n in names if n not in known]
     if unknown:
         raise ValueError(f"unknown contender(s) {unknown}; known: {list(known)}")

@@ -39,7 +39,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seconds", type=int, default=5, help="measured seconds per run")
     parser.add_argument("--warmup", type=int, default=1, help="warm-up seconds per run (0: none)")
     parser.add_argument("--scenarios", help="comma list of names or prefixes, e.g. chat,paced")
-    parser.add_argument("--contenders", help="comma list of direct,nginx,naive,gateway")
+    parser.add_argument(
+        "--contenders",
+        help="comma list of direct,nginx,naive,gateway (also: gateway-httpx, gateway-aiohttp)",
+    )
     parser.add_argument("--hold-streams", type=int, default=1000, help="streams held open")
     parser.add_argument(
         "--quick", action="store_true", help="one round of 2 s runs: a smoke test, not figures"

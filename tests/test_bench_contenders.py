@@ -1,0 +1,38 @@
+"""Choosing contenders and building their command lines."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from bench.contenders import CONTENDERS, Launch, select
+
+
+def _launch(tmp_path: Path) -> Launch:
+    return Launch(upstream="http://127.0.0.1:9000", host="127.0.0.1", port=8080, workdir=tmp_path)
+
+
+def test_default_selection_leaves_out_the_variants() -> None:
+    names = [c.name for c in select(None)]
+    assert names[:3] == ["direct", "nginx", "naive"]
+    assert "gateway-aiohttp" not in names
+
+
+def test_selection_keeps_the_table_order() -> None:
+    assert [c.name for c in select(["naive", "direct"])] == ["direct", "naive"]
+    with pytest.raises(ValueError, match="unknown contender"):
+        select(["haproxy"])
+
+
+def test_command_lines(tmp_path: Path) -> None:
+    commands = {c.name: c.command(_launch(tmp_path)) for c in CONTENDERS if c.command}
+    argv, env = commands["naive"]
+    assert "bench.naive_proxy:create_app" in argv
+    assert env == {"NAIVE_UPSTREAM": "http://127.0.0.1:9000"}
+    argv, env = commands["gateway-aiohttp"]
+    assert argv[1:2] == ["serve"]
+    assert argv[argv.index("--upstream") + 1] == "http://127.0.0.1:9000"
+    assert env == {"FT_GATEWAY_UPSTREAM__CLIENT": "aiohttp"}
+    argv, _ = commands["nginx"]
+    assert "server 127.0.0.1:9000;" in (tmp_path / "nginx.conf").read_text()
