@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
+from prometheus_client import CollectorRegistry
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -18,10 +19,13 @@ from starlette.routing import Route
 from gateway.auth import load_keyring
 from gateway.drain import Drain
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound
-from gateway.exchange import NullObserver, Observer
+from gateway.exchange import NullObserver, Observer, Observers
+from gateway.logs import AccessLog
+from gateway.metrics import CONTENT_TYPE, Metrics
 from gateway.policy import Policy
 from gateway.policyfile import load_policy_file
 from gateway.proxy import ProxyEndpoint
+from gateway.reload import PolicyReloader
 from gateway.settings import Settings
 from gateway.upstream import Headers, UpstreamClient, make_upstream
 
@@ -78,8 +82,10 @@ def create_app(
     *,
     transport: httpx.AsyncBaseTransport | None = None,
     policy: Policy | None = None,
+    registry: CollectorRegistry | None = None,
 ) -> Starlette:
-    """Build the gateway. Tests inject ``transport``; production passes none."""
+    """Build the gateway. Tests inject ``transport``; production passes none.
+    Metrics go to ``registry`` (a new one per app by default)."""
     key = settings.upstream_api_key()
     state = GatewayState(
         settings=settings,
@@ -94,11 +100,20 @@ def create_app(
         )
         state.authenticate = keyring.authenticate
 
+    metrics = Metrics(registry)
+    metrics.policy_live(state.policy)
+    if settings.log.requests:
+        state.observer = Observers(metrics, AccessLog(format=settings.log.format))
+    else:
+        state.observer = metrics
+    reloader = PolicyReloader(state, metrics=metrics)
+
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         state.upstream = make_upstream(settings, transport=transport)
         try:
-            yield
+            async with reloader.running(watch=settings.watch_policy):
+                yield
         finally:
             await state.upstream.aclose()
 
@@ -117,6 +132,13 @@ def create_app(
                 "loaded_at": policy.loaded_at.isoformat(),
             },
         }
+        if reloader.last is not None:
+            body["policy"]["last_reload"] = {
+                "result": reloader.last.result,
+                "trigger": reloader.last.trigger,
+                "at": reloader.last.at.isoformat(),
+                "error": reloader.last.error,
+            }
         try:
             response = await state.upstream.request("GET", "/v1/models", headers=[], body=b"")
             await response.aclose()
@@ -128,6 +150,9 @@ def create_app(
             return JSONResponse(body, status_code=503)
         return JSONResponse(body)
 
+    async def metrics_endpoint(request: Request) -> Response:
+        return Response(metrics.render(), media_type=CONTENT_TYPE)
+
     routes = [
         Route(
             "/v1/chat/completions",
@@ -138,6 +163,7 @@ def create_app(
         Route("/v1/models", ProxyEndpoint(state, route=None), methods=["GET"]),
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
+        Route("/metrics", metrics_endpoint, methods=["GET"]),
     ]
     app = Starlette(
         routes=routes,
@@ -149,4 +175,6 @@ def create_app(
         },
     )
     app.state.gateway = state
+    app.state.metrics = metrics
+    app.state.reloader = reloader
     return app

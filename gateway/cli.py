@@ -20,6 +20,10 @@ def _add_serve(sub: Any) -> None:
     p.add_argument("--port", type=int, help="listen port")
     p.add_argument("--policy", help="policy file")
     p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument("--log-format", choices=["json", "text"], help="log lines (default: json)")
+    p.add_argument(
+        "--watch", action="store_true", default=None, help="reload the policy when its file changes"
+    )
 
 
 def _add_probe(sub: Any) -> None:
@@ -48,6 +52,8 @@ def serve(args: argparse.Namespace) -> int:
         ("listen", "host"): args.host,
         ("listen", "port"): args.port,
         ("policy",): args.policy,
+        ("watch_policy",): args.watch,
+        ("log", "format"): args.log_format,
     }
     try:
         settings = load_settings(config_path(args.config), overrides=overrides)

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from gateway.errors import GatewayError
 from gateway.policy import Outcome
 
 
@@ -35,6 +36,10 @@ class Exchange:
     bytes_out: int = 0
     client_disconnected: bool = False
 
+    def failed(self, exc: GatewayError) -> None:
+        """Record an error the client was told about (as a status or, mid-stream, an event)."""
+        self.error_code = exc.code
+
 
 class Observer(Protocol):
     """Told when each request starts and ends."""
@@ -52,3 +57,18 @@ class NullObserver:
 
     def finished(self, exchange: Exchange) -> None:
         return None
+
+
+class Observers:
+    """Tells several observers, in order."""
+
+    def __init__(self, *observers: Observer) -> None:
+        self.observers = observers
+
+    def started(self, exchange: Exchange) -> None:
+        for observer in self.observers:
+            observer.started(exchange)
+
+    def finished(self, exchange: Exchange) -> None:
+        for observer in self.observers:
+            observer.finished(exchange)

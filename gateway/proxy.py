@@ -205,12 +205,16 @@ class Responder:
         await self.body(payload)
 
 
-async def _watch_disconnect(receive: Receive, scope: anyio.CancelScope, exchange: Exchange) -> None:
+async def _watch_disconnect(
+    receive: Receive, scope: anyio.CancelScope, exchange: Exchange, responder: Responder
+) -> None:
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
-            exchange.client_disconnected = True
-            scope.cancel()
+            # Servers also say "disconnect" once the response is complete.
+            if not responder.complete:
+                exchange.client_disconnected = True
+                scope.cancel()
             return
 
 
@@ -302,7 +306,7 @@ class ProxyEndpoint:
         failure: GatewayError | None = None
         with self.state.drain.guard() as drained:
             async with anyio.create_task_group() as tg:
-                tg.start_soon(_watch_disconnect, receive, tg.cancel_scope, exchange)
+                tg.start_soon(_watch_disconnect, receive, tg.cancel_scope, exchange, responder)
                 try:
                     exchange.upstream_started = time.perf_counter()
                     response = await self.state.upstream.request(
@@ -334,7 +338,7 @@ class ProxyEndpoint:
             await responder.start(response.status, headers)
             try:
                 async for chunk in relay_stream(
-                    response.chunks(), max_bytes=limits.max_stream_bytes
+                    response.chunks(), max_bytes=limits.max_stream_bytes, on_error=exchange.failed
                 ):
                     if exchange.first_byte is None:
                         exchange.first_byte = time.perf_counter()

@@ -11,7 +11,7 @@ engine that ends the stream without ``data: [DONE]``, becomes
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 
 import orjson
 
@@ -27,37 +27,42 @@ def sse_error_event(exc: GatewayError) -> bytes:
 
 
 async def relay_stream(
-    chunks: AsyncIterator[bytes], *, max_bytes: int | None = None
+    chunks: AsyncIterator[bytes],
+    *,
+    max_bytes: int | None = None,
+    on_error: Callable[[GatewayError], None] | None = None,
 ) -> AsyncIterator[bytes]:
-    """Yield whole events as they come; end with an error event if the stream breaks."""
+    """Yield whole events as they come; end with an error event if the stream breaks
+    (and tell ``on_error``, so that the failure is counted and logged)."""
     splitter = EventSplitter()
     size = 0
+    failure: GatewayError | None = None
     try:
         async for chunk in chunks:
             if splitter.done:
                 continue  # read to the end so the connection can be reused
             size += len(chunk)
             if max_bytes is not None and size > max_bytes:
-                yield _error_end(
-                    UpstreamProtocolError(
-                        f"The engine's stream is larger than the limit ({max_bytes} bytes)."
-                    )
+                failure = UpstreamProtocolError(
+                    f"The engine's stream is larger than the limit ({max_bytes} bytes)."
                 )
-                return
+                break
             events, error = splitter.feed(chunk)
             if events:
                 yield events
             if error is not None:
-                yield _error_end(error)
-                return
+                failure = error
+                break
     except UpstreamError as exc:
         if not splitter.done:
-            yield _error_end(exc)
-        return
-    if not splitter.done:
-        yield _error_end(
-            UpstreamProtocolError("The engine ended the stream before it was complete.")
-        )
+            failure = exc
+    else:
+        if failure is None and not splitter.done:
+            failure = UpstreamProtocolError("The engine ended the stream before it was complete.")
+    if failure is not None:
+        if on_error is not None:
+            on_error(failure)
+        yield _error_end(failure)
 
 
 def _error_end(exc: GatewayError) -> bytes:

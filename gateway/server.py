@@ -18,6 +18,7 @@ import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from gateway.drain import Drain
+from gateway.logs import logging_config
 from gateway.settings import Settings
 
 
@@ -198,6 +199,7 @@ def run_server(app: Any, settings: Settings, *, log_level: str) -> None:
         host=settings.listen.host,
         port=settings.listen.port,
         log_level=log_level,
+        log_config=logging_config(settings.log.format, log_level),
         **uvicorn_options(settings),
     )
     DrainingServer(config, drain=drain, drain_timeout=settings.server.drain_timeout).run()

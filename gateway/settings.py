@@ -158,6 +158,13 @@ class Auth(_Section):
         return self.keys_file is not None or self.keys_env is not None
 
 
+class Log(_Section):
+    """What the gateway writes to stdout: one line per request, and its own events."""
+
+    format: Literal["json", "text"] = Field(default="json", description="json, or text for humans")
+    requests: bool = Field(default=True, description="one line per request")
+
+
 class Settings(_Section):
     """Everything the gateway needs to start."""
 
@@ -168,6 +175,10 @@ class Settings(_Section):
     auth: Auth = Field(default_factory=Auth)
     server: Server = Field(default_factory=Server)
     policy: Path = Path("policies/ft-serve.yaml")
+    watch_policy: bool = Field(
+        default=False, description="reload the policy when its file changes (SIGHUP always does)"
+    )
+    log: Log = Field(default_factory=Log)
 
     def upstream_api_key(self) -> str | None:
         """The engine's API key, read from the environment variable the config names."""
