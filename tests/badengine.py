@@ -32,6 +32,7 @@ MODES = (
     "hang",  # reads the request, never answers
     "slow",  # answers like "ok" after x-bad-delay seconds
     "html500",  # 500 with an HTML page full of internals
+    "leak400",  # 400 whose message carries a traceback and an internal address
     "badjson",  # 200 application/json that is cut off
     "badsse",  # a good event, then one that is not JSON
     "cut",  # a good event, then the end of the body without [DONE]
@@ -386,6 +387,12 @@ async def _failing(
         await forever.wait()
     if mode == "html500":
         await write(_whole("500 Internal Server Error", HTML_500, "text/html"))
+        return True
+    if mode == "leak400":
+        error = {"message": HTML_500.decode(), "type": "BadRequestError", "code": 400}
+        await write(
+            _whole("400 Bad Request", json.dumps({"error": error}).encode(), "application/json")
+        )
         return True
     if mode == "badjson":
         await write(
