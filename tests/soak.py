@@ -126,7 +126,9 @@ async def generate(url: str, *, concurrency: int, duration: float) -> Load:
 
 
 @contextlib.asynccontextmanager
-async def processes(limit_concurrency: int) -> AsyncIterator[tuple[str, int, int]]:
+async def processes(
+    limit_concurrency: int, client: str | None = None
+) -> AsyncIterator[tuple[str, int, int]]:
     """The engine and the gateway as processes; yields (gateway URL, gateway pid, engine port)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FT_GATEWAY_")}
     engine = subprocess.Popen(
@@ -142,7 +144,8 @@ async def processes(limit_concurrency: int) -> AsyncIterator[tuple[str, int, int
         port = free_port()
         config = {
             "listen": {"host": "127.0.0.1", "port": port},
-            "upstream": {"url": f"http://127.0.0.1:{engine_port}"},
+            "upstream": {"url": f"http://127.0.0.1:{engine_port}"}
+            | ({"client": client} if client else {}),
             "server": {"limit_concurrency": limit_concurrency, "drain_timeout": 1},
             "policy": str(ROOT / "policies" / "ft-serve.yaml"),
         }
@@ -239,9 +242,12 @@ class SoakResult:
         return "\n".join(lines)
 
 
-async def soak(*, concurrency: int, duration: float, warmup: float) -> SoakResult:
-    """Run the whole soak; see the module docstring."""
-    async with processes(limit_concurrency=max(2048, concurrency * 4)) as (url, pid, port):
+async def soak(
+    *, concurrency: int, duration: float, warmup: float, client: str | None = None
+) -> SoakResult:
+    """Run the whole soak; see the module docstring. ``client``: ``upstream.client``."""
+    limit = max(2048, concurrency * 4)
+    async with processes(limit_concurrency=limit, client=client) as (url, pid, port):
         async with aiohttp.ClientSession(url) as session:
             async with session.post(
                 "/v1/chat/completions", data=BODY, headers={"content-type": "application/json"}
@@ -263,9 +269,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--concurrency", type=int, default=500)
     parser.add_argument("--duration", type=float, default=60.0)
     parser.add_argument("--warmup", type=float, default=5.0)
+    parser.add_argument("--client", help="upstream.client (default: the gateway's default)")
     args = parser.parse_args(argv)
     result = asyncio.run(
-        soak(concurrency=args.concurrency, duration=args.duration, warmup=args.warmup)
+        soak(
+            concurrency=args.concurrency,
+            duration=args.duration,
+            warmup=args.warmup,
+            client=args.client,
+        )
     )
     print(result.report())
     return 0 if result.ok else 1
