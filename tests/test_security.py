@@ -4,6 +4,7 @@ in test_engine_faults.py and test_client_faults.py.)"""
 
 from __future__ import annotations
 
+import io
 import logging
 from collections.abc import AsyncIterator, Iterator
 
@@ -13,6 +14,8 @@ import pytest
 
 from gateway import proxy
 from gateway.auth import hash_key
+from gateway.exchange import Observers
+from gateway.logs import AccessLog
 from tests.badengine import BadEngine
 from tests.faults import CHAT, DEADLINE, Gateway, chat, fault_settings, gateway_for
 
@@ -147,6 +150,13 @@ async def test_logs_carry_neither_prompts_nor_keys(
     every_log_line: list[str],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    # The access log (an Observer writing to stdout) in both formats, beside logging.
+    access_json, access_text = io.BytesIO(), io.BytesIO()
+    gateway.app.state.gateway.observer = Observers(
+        gateway.recorder,
+        AccessLog(access_json, format="json"),
+        AccessLog(access_text, format="text"),
+    )
     secret = chat(messages=[{"role": "user", "content": PROMPT}])
     good = {"authorization": f"Bearer {CLIENT_KEY}"}
     wrong = {"authorization": f"Bearer {CLIENT_KEY}-but-wrong"}
@@ -177,6 +187,8 @@ async def test_logs_carry_neither_prompts_nor_keys(
             statuses.append((await client.post(CHAT, json=secret, headers=good)).status_code)
     assert statuses == [200, 400, 400, 401, 400, 500, 400, 504, 502, 200, 200, 200, 500]
     assert any("unexpected error" in line for line in every_log_line)  # the capture works
+    assert access_json.getvalue().count(b"\n") == len(statuses)  # one line per request
     text = "\n".join(every_log_line)
+    text += access_json.getvalue().decode() + access_text.getvalue().decode()
     assert CLIENT_KEY not in text and ENGINE_KEY not in text
     assert "PROMPT-SECRET" not in text and "4111" not in text
