@@ -17,6 +17,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gateway.auth import load_keyring
+from gateway.dispatch import DispatchingApp
 from gateway.drain import Drain
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound
 from gateway.exchange import NullObserver, Observer, Observers
@@ -153,19 +154,19 @@ def create_app(
     async def metrics_endpoint(request: Request) -> Response:
         return Response(metrics.render(), media_type=CONTENT_TYPE)
 
-    routes = [
-        Route(
-            "/v1/chat/completions",
-            ProxyEndpoint(state, route="/v1/chat/completions"),
-            methods=["POST"],
-        ),
-        Route("/v1/completions", ProxyEndpoint(state, route="/v1/completions"), methods=["POST"]),
-        Route("/v1/models", ProxyEndpoint(state, route=None), methods=["GET"]),
+    proxied = {
+        ("POST", "/v1/chat/completions"): ProxyEndpoint(state, route="/v1/chat/completions"),
+        ("POST", "/v1/completions"): ProxyEndpoint(state, route="/v1/completions"),
+        ("GET", "/v1/models"): ProxyEndpoint(state, route=None),
+    }
+    routes = [Route(path, endpoint, methods=[m]) for (m, path), endpoint in proxied.items()]
+    routes += [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics_endpoint, methods=["GET"]),
     ]
-    app = Starlette(
+    app = DispatchingApp(
+        direct=proxied,
         routes=routes,
         lifespan=lifespan,
         exception_handlers={

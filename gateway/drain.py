@@ -3,18 +3,21 @@
 On SIGTERM (server.py) ``begin`` turns /readyz to 503 at once so a load
 balancer stops sending, and new requests that still arrive on open
 connections get 503 with Retry-After. Requests in flight carry on; when the
-drain time-out passes, each is cancelled through the scope it registered with
-``guard``, and the proxy answers 503 if it had not started its response, or
+drain time-out passes, each is cancelled through what it registered with
+``register`` (its Cutoff), and the proxy answers 503 if it had not started its response, or
 ends the stream with an SSE error event if it had.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-from collections.abc import Iterator
+from typing import Protocol
 
-import anyio
+
+class Cancellable(Protocol):
+    """What a request registers: the drain calls ``cancel()`` when it expires."""
+
+    def cancel(self) -> None: ...
 
 
 class Drain:
@@ -23,7 +26,7 @@ class Drain:
     def __init__(self) -> None:
         self.draining = False
         self.expired = False
-        self._scopes: set[anyio.CancelScope] = set()
+        self._scopes: set[Cancellable] = set()
         self._timer: asyncio.TimerHandle | None = None
 
     def begin(self, timeout: float) -> None:
@@ -41,18 +44,15 @@ class Drain:
 
     @property
     def in_flight(self) -> int:
-        """Requests registered with ``guard`` right now."""
+        """Requests registered right now."""
         return len(self._scopes)
 
-    @contextlib.contextmanager
-    def guard(self) -> Iterator[anyio.CancelScope]:
-        """A cancel scope that ``expire`` cancels; check ``cancelled_caught`` after it."""
-        scope = anyio.CancelScope()
+    def register(self, target: Cancellable) -> None:
+        """Track ``target`` until ``unregister``; cancel it at once if the drain expired."""
+        self._scopes.add(target)
         if self.expired:
-            scope.cancel()
-        self._scopes.add(scope)
-        try:
-            with scope:
-                yield scope
-        finally:
-            self._scopes.discard(scope)
+            target.cancel()
+
+    def unregister(self, target: Cancellable) -> None:
+        """Stop tracking ``target``."""
+        self._scopes.discard(target)

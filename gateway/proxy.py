@@ -7,6 +7,7 @@ answers errors itself once it knows whether the response has started.
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import re
@@ -15,10 +16,10 @@ import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
-import anyio
 import orjson
 
 from gateway.answers import check_head, check_json_body
+from gateway.cutoff import Cutoff
 from gateway.duplicatekeys import check_duplicate_keys
 from gateway.engineerrors import normalise_error_body
 from gateway.errors import (
@@ -206,15 +207,15 @@ class Responder:
 
 
 async def _watch_disconnect(
-    receive: Receive, scope: anyio.CancelScope, exchange: Exchange, responder: Responder
+    receive: Receive, cutoff: Cutoff, exchange: Exchange, responder: Responder
 ) -> None:
     while True:
         message = await receive()
         if message["type"] == "http.disconnect":
             # Servers also say "disconnect" once the response is complete.
-            if not responder.complete:
+            if cutoff.armed and not responder.complete:
                 exchange.client_disconnected = True
-                scope.cancel()
+                cutoff.cut("client left")
             return
 
 
@@ -247,13 +248,7 @@ class ProxyEndpoint:
                 exchange.client, profile = state.authenticate(headers)
             content = b""
             if self.route is not None:
-                with anyio.move_on_after(state.settings.server.body_timeout) as reading:
-                    raw = await read_body(receive, headers, state.settings.limits.max_body_bytes)
-                if reading.cancelled_caught:
-                    raise RequestTimeout(
-                        "The request body was not received in time.",
-                        headers={"Connection": "close"},
-                    )
+                raw = await self._read_body(receive, headers)
                 if raw is None:
                     exchange.client_disconnected = True
                     return
@@ -303,29 +298,52 @@ class ProxyEndpoint:
         if query:
             path = f"{path}?{query.decode('latin-1')}"
         headers = self._upstream_headers(scope["headers"], responder.request_id)
-        failure: GatewayError | None = None
-        with self.state.drain.guard() as drained:
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(_watch_disconnect, receive, tg.cancel_scope, exchange, responder)
-                try:
-                    exchange.upstream_started = time.perf_counter()
-                    response = await self.state.upstream.request(
-                        scope["method"], path, headers=headers, body=content
-                    )
-                    exchange.upstream_status = response.status
-                    try:
-                        await self._answer(response, responder, exchange)
-                    finally:
-                        with anyio.CancelScope(shield=True):
-                            await response.aclose()
-                except GatewayError as exc:
-                    failure = exc  # raised below: a task group would wrap it in a group
-                finally:
-                    tg.cancel_scope.cancel()
-        if failure is not None:
-            raise failure
-        if drained.cancelled_caught:
+        state = self.state
+        cutoff = Cutoff()
+        watcher = asyncio.get_running_loop().create_task(
+            _watch_disconnect(receive, cutoff, exchange, responder)
+        )
+        state.drain.register(cutoff)
+        try:
+            exchange.upstream_started = time.perf_counter()
+            response = await state.upstream.request(
+                scope["method"], path, headers=headers, body=content
+            )
+            exchange.upstream_status = response.status
+            try:
+                await self._answer(response, responder, exchange)
+            finally:
+                cutoff.disarm()
+                await response.aclose()
+            reason = await cutoff.settle()
+        except asyncio.CancelledError:
+            reason = cutoff.caught()
+            if reason is None:
+                raise
+        finally:
+            watcher.cancel()
+            state.drain.unregister(cutoff)
+        if reason == "shutdown":
             await _end_for_shutdown(responder)
+
+    async def _read_body(self, receive: Receive, headers: Headers) -> bytes | None:
+        settings = self.state.settings
+        cutoff = Cutoff()
+        timer = asyncio.get_running_loop().call_later(
+            settings.server.body_timeout, cutoff.cut, "body time-out"
+        )
+        try:
+            raw = await read_body(receive, headers, settings.limits.max_body_bytes)
+            if await cutoff.settle() is None:
+                return raw
+        except asyncio.CancelledError:
+            if cutoff.caught() is None:
+                raise
+        finally:
+            timer.cancel()
+        raise RequestTimeout(
+            "The request body was not received in time.", headers={"Connection": "close"}
+        )
 
     async def _answer(
         self, response: UpstreamResponse, responder: Responder, exchange: Exchange
