@@ -158,6 +158,7 @@ async def processes(
                 + ["--log-level", "warning"],
                 cwd=ROOT,
                 env=env,
+                stdout=subprocess.DEVNULL,  # the access log: a line per request
             )
             url = f"http://127.0.0.1:{port}"
             async with aiohttp.ClientSession(url) as session:
