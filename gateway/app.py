@@ -93,6 +93,7 @@ def create_app(
         policy=policy if policy is not None else load_policy(settings),
         upstream_auth=f"Bearer {key}".encode() if key else None,
     )
+    profiles_in_use: frozenset[str] = frozenset()
     if settings.auth.enabled:
         keyring = load_keyring(
             settings.auth.keys_file,
@@ -100,6 +101,7 @@ def create_app(
             profiles=state.policy.source.profiles,
         )
         state.authenticate = keyring.authenticate
+        profiles_in_use = keyring.profiles
 
     metrics = Metrics(registry)
     metrics.policy_live(state.policy)
@@ -107,7 +109,7 @@ def create_app(
         state.observer = Observers(metrics, AccessLog(format=settings.log.format))
     else:
         state.observer = metrics
-    reloader = PolicyReloader(state, metrics=metrics)
+    reloader = PolicyReloader(state, metrics=metrics, profiles=profiles_in_use)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

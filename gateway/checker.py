@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from gateway.auth import load_keyring
 from gateway.policy import Policy
 from gateway.policyfile import check_policy
-from gateway.settings import load_settings
+from gateway.settings import Settings, load_settings
 from gateway.yamlsource import Problem, SourceError, decode_source, parse_yaml, read_source
 
 
@@ -26,6 +27,7 @@ class CheckedFile:
     path: str
     problems: list[Problem] = field(default_factory=list)
     summary: str = ""
+    profiles: tuple[str, ...] | None = None  # a valid policy's profile names
 
 
 def display_path(path: str | Path) -> str:
@@ -58,14 +60,15 @@ def check_policy_path(path: str | Path) -> CheckedFile:
             f"{len(policy.routes)} routes, {rules} field rules, {overlays} overlays, "
             f"sha256 {policy.digest[:12]}"
         )
+        result.profiles = tuple(source.profiles)
     return result
 
 
 def check_config_path(
     path: str | Path | None, *, environ: Mapping[str, str]
-) -> tuple[CheckedFile, Path | None]:
+) -> tuple[CheckedFile, Settings | None]:
     """Check a config file (with ``FT_GATEWAY_*`` applied, as ``serve`` would); also
-    returns the policy file it names, or None when the config itself is invalid."""
+    returns the settings, or None when the config itself is invalid."""
     result = CheckedFile(display_path(path) if path is not None else "<defaults>")
     try:
         settings = load_settings(path, environ=environ)
@@ -73,7 +76,23 @@ def check_config_path(
         result.problems.extend(exc.problems)
         return result, None
     result.summary = f"upstream {settings.upstream.url}, policy {display_path(settings.policy)}"
-    return result, settings.policy
+    return result, settings
+
+
+def check_keys(
+    settings: Settings, profiles: Iterable[str], *, environ: Mapping[str, str]
+) -> CheckedFile:
+    """Check the API keys the config names, against the profiles of its policy."""
+    auth = settings.auth
+    where = display_path(auth.keys_file) if auth.keys_file is not None else f"${auth.keys_env}"
+    result = CheckedFile(where)
+    try:
+        keyring = load_keyring(auth.keys_file, auth.keys_env, profiles=profiles, environ=environ)
+    except SourceError as exc:
+        result.problems.extend(exc.problems)
+    else:
+        result.summary = f"{len(keyring.keys)} API keys"
+    return result
 
 
 def check_files(
@@ -82,21 +101,26 @@ def check_files(
     *,
     environ: Mapping[str, str],
 ) -> list[CheckedFile]:
-    """Check ``config`` and the policy it names, then ``policies``. With no policies
-    and no config, the config ``serve`` would use is checked (defaults if none)."""
+    """Check ``config``, the policy and API keys it names, then ``policies``. With no
+    policies and no config, the config ``serve`` would use is checked (defaults if none)."""
     results: list[CheckedFile] = []
     paths = list(policies)
+    settings: Settings | None = None
     if config is not None or not paths:
-        checked, named = check_config_path(config, environ=environ)
+        checked, settings = check_config_path(config, environ=environ)
         results.append(checked)
-        if named is not None:
-            paths.insert(0, named)
+        if settings is not None:
+            paths.insert(0, settings.policy)
     seen: set[Path] = set()
     for path in paths:
         key = Path(path).resolve()
         if key not in seen:
             seen.add(key)
             results.append(check_policy_path(path))
+    if settings is not None and settings.auth.enabled:
+        named = results[1]
+        if named.profiles is not None:  # else its problems are reported already
+            results.append(check_keys(settings, named.profiles, environ=environ))
     return results
 
 

@@ -28,7 +28,7 @@ from anyio.abc import TaskStatus
 
 from gateway.policy import Policy
 from gateway.policyfile import load_policy_file
-from gateway.yamlsource import SourceError
+from gateway.yamlsource import Problem, SourceError
 
 if TYPE_CHECKING:
     from gateway.app import GatewayState
@@ -61,9 +61,17 @@ def read_policy(path: Path) -> Policy:
 class PolicyReloader:
     """Reloads ``state.policy`` from its file on request, one reload at a time."""
 
-    def __init__(self, state: GatewayState, *, metrics: Metrics | None = None) -> None:
+    def __init__(
+        self,
+        state: GatewayState,
+        *,
+        metrics: Metrics | None = None,
+        profiles: frozenset[str] = frozenset(),
+    ) -> None:
         self.state = state
         self.metrics = metrics
+        # Profiles that API keys select: a new policy must still define them.
+        self.profiles = profiles
         self.last: ReloadResult | None = None
         self.attempts = 0
         self._lock = asyncio.Lock()
@@ -83,6 +91,7 @@ class PolicyReloader:
                 return None
             try:
                 policy = await anyio.to_thread.run_sync(read_policy, path)
+                self._check_profiles(policy)
             except SourceError as exc:
                 result = self._failed(trigger, digest, str(exc), exc_info=False)
                 self._failed_digest = digest
@@ -98,6 +107,21 @@ class PolicyReloader:
                 self.attempts += 1
                 self._attempted.notify_all()
             return result
+
+    def _check_profiles(self, policy: Policy) -> None:
+        missing = sorted(self.profiles - set(policy.source.profiles))
+        if missing:
+            names = ", ".join(f"'{m}'" for m in missing)
+            raise SourceError(
+                [
+                    Problem(
+                        policy.path,
+                        1,
+                        ("profiles",),
+                        f"API keys select profiles this policy does not define: {names}",
+                    )
+                ]
+            )
 
     async def wait_for_attempts(self, count: int) -> None:
         """Return once ``count`` reloads have been attempted in all."""

@@ -290,3 +290,28 @@ def test_more_mistakes(
     status, lines = run_check([str(path)], capsys)
     assert status == 1
     assert lines[:-1] == [f"{path}{line}" for line in expected]
+
+
+def test_api_keys_are_checked_against_the_policy_profiles(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    keys = tmp_path / "keys.yaml"
+    digest = "a" * 64
+    keys.write_text(
+        f"keys:\n  - {{name: alice, sha256: {digest}, profile: lenient}}\n"
+        f"  - {{name: bob, sha256: {'b' * 64}, profile: batch}}\n"
+    )
+    config = tmp_path / "gw.yaml"
+    policy = FIXTURES / "policies" / "good-overlays.yaml"
+    config.write_text(f"policy: {policy}\nauth:\n  keys_file: keys.yaml\n")
+    status, lines = run_check(["--config", str(config)], capsys)
+    assert status == 1
+    assert len(lines) == 2
+    assert lines[0].startswith(f"{keys}:3: ")
+    assert "batch" in lines[0]
+    assert lines[1] == "1 problem in 1 of 3 files"
+
+    keys.write_text(f"keys:\n  - {{name: alice, sha256: {digest}, profile: lenient}}\n")
+    status, lines = run_check(["--config", str(config)], capsys)
+    assert status == 0
+    assert lines[0].endswith(f"; {keys} (1 API keys)")

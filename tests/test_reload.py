@@ -285,3 +285,39 @@ def test_sighup_reaches_a_real_serve_process(policy: Path) -> None:
         proc.stdout.close()
     # uvicorn shuts down gracefully, then re-raises the signal it caught.
     assert proc.returncode in (0, -signal.SIGTERM)
+
+
+BATCH_PROFILE = """
+profiles:
+  batch:
+    routes:
+      /v1/chat/completions:
+        fields:
+          n: {action: pass, maximum: 4}
+"""
+
+
+@pytest.mark.anyio
+async def test_a_policy_must_keep_the_profiles_api_keys_select(
+    policy: Path, tmp_path: Path
+) -> None:
+    policy.write_text(ORIGINAL + BATCH_PROFILE)
+    keys = tmp_path / "keys.yaml"
+    keys.write_text(f"keys:\n  - {{name: batch, sha256: {'a' * 64}, profile: batch}}\n")
+    settings = load_settings(
+        None,
+        overrides={("policy",): str(policy), ("auth", "keys_file"): str(keys)},
+        environ={},
+    )
+    app = create_app(settings, transport=httpx.MockTransport(Engine()))
+    reloader: PolicyReloader = app.state.reloader
+    policy.write_text(LOGPROBS_PASS)  # the profile is gone
+    result = await reloader.reload("test")
+    assert result is not None and result.result == "failed"
+    assert result.error == (
+        f"{policy}:1: profiles: API keys select profiles this policy does not define: 'batch'"
+    )
+    assert app.state.gateway.policy.digest == sha256(ORIGINAL + BATCH_PROFILE)
+    policy.write_text(LOGPROBS_PASS + BATCH_PROFILE)
+    result = await reloader.reload("test")
+    assert result is not None and result.result == "loaded"
