@@ -24,6 +24,11 @@ def _add_serve(sub: Any) -> None:
     p.add_argument(
         "--watch", action="store_true", default=None, help="reload the policy when its file changes"
     )
+    p.add_argument(
+        "--workers",
+        type=int,
+        help="worker processes on the one port (default: the CPUs this process may use)",
+    )
 
 
 def _add_probe(sub: Any) -> None:
@@ -46,6 +51,7 @@ def serve(args: argparse.Namespace) -> int:
     from gateway.app import create_app
     from gateway.server import run_server
     from gateway.settings import load_settings
+    from gateway.workers import available_cpus, serve_workers
 
     overrides = {
         ("upstream", "url"): args.upstream,
@@ -55,12 +61,18 @@ def serve(args: argparse.Namespace) -> int:
         ("watch_policy",): args.watch,
         ("log", "format"): args.log_format,
     }
+    workers = args.workers if args.workers is not None else available_cpus()
+    if workers < 1:
+        print("ft-gateway: --workers must be at least 1", file=sys.stderr)
+        return 2
     try:
         settings = load_settings(config_path(args.config), overrides=overrides)
         app = create_app(settings)
     except SourceError as exc:
         print(f"ft-gateway: cannot start:\n{exc}", file=sys.stderr)
         return 2
+    if workers > 1:
+        return serve_workers(settings, workers=workers, log_level=args.log_level)
     run_server(app, settings, log_level=args.log_level)
     return 0
 

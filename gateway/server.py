@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import math
+import socket
+from collections.abc import Callable
 from typing import Any
 
 import uvicorn
@@ -158,15 +160,25 @@ def guarded_protocol(*, max_head_bytes: int, head_timeout: float) -> type[asynci
 class DrainingServer(uvicorn.Server):
     """A uvicorn server that starts the app's drain on SIGTERM/SIGINT."""
 
-    def __init__(self, config: uvicorn.Config, *, drain: Drain, drain_timeout: float) -> None:
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        *,
+        drain: Drain,
+        drain_timeout: float,
+        on_started: Callable[[], None] | None = None,
+    ) -> None:
         super().__init__(config)
         self._drain = drain
         self._drain_timeout = drain_timeout
+        self._on_started = on_started
         self._loop: asyncio.AbstractEventLoop | None = None
 
     async def startup(self, sockets: Any = None) -> None:
         self._loop = asyncio.get_running_loop()
         await super().startup(sockets=sockets)
+        if self._on_started is not None and not self.should_exit:
+            self._on_started()
 
     def handle_exit(self, sig: int, frame: Any) -> None:
         super().handle_exit(sig, frame)
@@ -191,8 +203,16 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
     }
 
 
-def run_server(app: Any, settings: Settings, *, log_level: str) -> None:
-    """Serve ``app`` until SIGTERM/SIGINT, then drain."""
+def run_server(
+    app: Any,
+    settings: Settings,
+    *,
+    log_level: str,
+    sockets: list[socket.socket] | None = None,
+    on_started: Callable[[], None] | None = None,
+) -> None:
+    """Serve ``app`` until SIGTERM/SIGINT, then drain. ``sockets``: listen on these
+    instead of binding ``settings.listen``; ``on_started``: called once serving."""
     drain: Drain = app.state.gateway.drain
     config = uvicorn.Config(
         app,
@@ -202,4 +222,7 @@ def run_server(app: Any, settings: Settings, *, log_level: str) -> None:
         log_config=logging_config(settings.log.format, log_level),
         **uvicorn_options(settings),
     )
-    DrainingServer(config, drain=drain, drain_timeout=settings.server.drain_timeout).run()
+    server = DrainingServer(
+        config, drain=drain, drain_timeout=settings.server.drain_timeout, on_started=on_started
+    )
+    server.run(sockets=sockets)
