@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -121,7 +122,8 @@ def create_app(
             await state.upstream.aclose()
 
     async def healthz(request: Request) -> Response:
-        return JSONResponse({"status": "ok"})
+        # The pid says which worker process answered (serve --workers N).
+        return JSONResponse({"status": "ok", "pid": os.getpid()})
 
     async def readyz(request: Request) -> Response:
         if state.drain.draining:

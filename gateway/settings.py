@@ -35,6 +35,12 @@ class Listen(_Section):
 
     host: str = "127.0.0.1"
     port: int = Field(default=8080, ge=0, le=65535)
+    metrics_port: int | None = Field(
+        default=None,
+        ge=0,
+        le=65535,
+        description="serve /metrics on this port (same host) instead of the main one",
+    )
 
 
 _URL = r"^https?://[^/]+"

@@ -25,6 +25,7 @@ import shutil
 import signal
 import socket
 import tempfile
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
@@ -100,6 +101,20 @@ def _hold_port(host: str, port: int) -> socket.socket:
     return sock
 
 
+def _stop_with_parent() -> None:
+    """Drain and stop (SIGTERM to ourselves) if the parent dies without stopping us
+    (SIGKILL, a crash): an orphan would keep serving with nobody to stop it."""
+    parent = multiprocessing.parent_process()
+    if parent is None:  # pragma: no cover - only called in a worker
+        return
+
+    def watch() -> None:
+        wait([parent.sentinel])
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
 def _run_worker(
     settings: Settings,
     log_level: str,
@@ -112,6 +127,7 @@ def _run_worker(
 
     # Until the app's lifespan takes SIGHUP over for reloads, one must not kill us.
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    _stop_with_parent()
     listen = settings.listen
     sock = (
         shared
@@ -207,6 +223,8 @@ class _Supervisor:
             pass  # it died before it was ready: its sentinel says so
         else:
             worker.ready = True
+            if self.announced:
+                logger.info("worker %s started", worker.process.pid)
             if worker.hup_pending:
                 worker.hup_pending = False
                 self.kill(worker, signal.SIGHUP)
