@@ -389,8 +389,14 @@ def fire(client: httpx.AsyncClient, count: int) -> asyncio.Task[list[int]]:
     return asyncio.create_task(run())
 
 
+CLIENTS = pytest.mark.parametrize("client_kind", ["httpx", "aiohttp"])
+
+
 @pytest.mark.anyio
-async def test_three_engines_split_by_in_flight_then_one_dies_and_returns() -> None:
+@CLIENTS
+async def test_three_engines_split_by_in_flight_then_one_dies_and_returns(
+    client_kind: str,
+) -> None:
     changed = asyncio.Condition()
     engines = [HeldEngine(changed) for _ in range(3)]
     ports = [free_port() for _ in engines]
@@ -403,7 +409,11 @@ async def test_three_engines_split_by_in_flight_then_one_dies_and_returns() -> N
             servers.append(server)
             stack.push_async_callback(server.aclose)
         gateway, balancer = await stack.enter_async_context(
-            gateway_over(urls, FT_GATEWAY_UPSTREAM__EJECT_SECONDS="0.05")
+            gateway_over(
+                urls,
+                FT_GATEWAY_UPSTREAM__EJECT_SECONDS="0.05",
+                FT_GATEWAY_UPSTREAM__CLIENT=client_kind,
+            )
         )
         client = await stack.enter_async_context(
             httpx.AsyncClient(
@@ -462,10 +472,13 @@ async def test_three_engines_split_by_in_flight_then_one_dies_and_returns() -> N
 
 
 @pytest.mark.anyio
-async def test_every_replica_down_is_503_with_retry_after() -> None:
+@CLIENTS
+async def test_every_replica_down_is_503_with_retry_after(client_kind: str) -> None:
     urls = [f"http://127.0.0.1:{free_port()}" for _ in range(2)]
     async with (
-        gateway_over(urls, FT_GATEWAY_UPSTREAM__EJECT_SECONDS="30") as (gateway, balancer),
+        gateway_over(
+            urls, FT_GATEWAY_UPSTREAM__EJECT_SECONDS="30", FT_GATEWAY_UPSTREAM__CLIENT=client_kind
+        ) as (gateway, balancer),
         httpx.AsyncClient(base_url=gateway, timeout=60) as client,
     ):
         response = await client.post(CHAT, json=BODY)
@@ -481,7 +494,8 @@ async def test_every_replica_down_is_503_with_retry_after() -> None:
 
 
 @pytest.mark.anyio
-async def test_a_replica_that_drops_the_request_is_not_retried() -> None:
+@CLIENTS
+async def test_a_replica_that_drops_the_request_is_not_retried(client_kind: str) -> None:
     """The engine read the request, then hung up: it may have started, so 502."""
     dropped = asyncio.Event()
 
@@ -497,7 +511,9 @@ async def test_a_replica_that_drops_the_request_is_not_retried() -> None:
     async with (
         dropper,
         running_server(good.app) as good_url,
-        gateway_over([f"http://127.0.0.1:{port}", good_url]) as (gateway, balancer),
+        gateway_over(
+            [f"http://127.0.0.1:{port}", good_url], FT_GATEWAY_UPSTREAM__CLIENT=client_kind
+        ) as (gateway, balancer),
         httpx.AsyncClient(base_url=gateway, timeout=60) as client,
     ):
         response = await client.post(CHAT, json=BODY)
