@@ -7,6 +7,7 @@ import logging
 import os
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -23,7 +24,8 @@ from gateway.drain import Drain
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound
 from gateway.exchange import NullObserver, Observer, Observers
 from gateway.logs import AccessLog
-from gateway.metrics import CONTENT_TYPE, Metrics
+from gateway.metrics import Metrics
+from gateway.metricsport import MetricsExposure
 from gateway.policy import Policy
 from gateway.policyfile import load_policy_file
 from gateway.proxy import ProxyEndpoint
@@ -85,9 +87,11 @@ def create_app(
     transport: httpx.AsyncBaseTransport | None = None,
     policy: Policy | None = None,
     registry: CollectorRegistry | None = None,
+    worker_dir: Path | None = None,
 ) -> Starlette:
     """Build the gateway. Tests inject ``transport``; production passes none.
-    Metrics go to ``registry`` (a new one per app by default)."""
+    Metrics go to ``registry`` (a new one per app by default); ``worker_dir``:
+    this app is one of several workers, which meet there to add up metrics."""
     key = settings.upstream_api_key()
     state = GatewayState(
         settings=settings,
@@ -111,12 +115,13 @@ def create_app(
     else:
         state.observer = metrics
     reloader = PolicyReloader(state, metrics=metrics, profiles=profiles_in_use)
+    exposure = MetricsExposure(settings, metrics, worker_dir=worker_dir)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         state.upstream = make_upstream(settings, transport=transport)
         try:
-            async with reloader.running(watch=settings.watch_policy):
+            async with reloader.running(watch=settings.watch_policy), exposure.serving():
                 yield
         finally:
             await state.upstream.aclose()
@@ -155,9 +160,6 @@ def create_app(
             return JSONResponse(body, status_code=503)
         return JSONResponse(body)
 
-    async def metrics_endpoint(request: Request) -> Response:
-        return Response(metrics.render(), media_type=CONTENT_TYPE)
-
     proxied = {
         ("POST", "/v1/chat/completions"): ProxyEndpoint(state, route="/v1/chat/completions"),
         ("POST", "/v1/completions"): ProxyEndpoint(state, route="/v1/completions"),
@@ -167,8 +169,9 @@ def create_app(
     routes += [
         Route("/healthz", healthz, methods=["GET"]),
         Route("/readyz", readyz, methods=["GET"]),
-        Route("/metrics", metrics_endpoint, methods=["GET"]),
     ]
+    if exposure.on_main_port:
+        routes.append(Route("/metrics", exposure.endpoint, methods=["GET"]))
     app = DispatchingApp(
         direct=proxied,
         routes=routes,

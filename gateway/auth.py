@@ -79,6 +79,8 @@ def read_keys_file(doc: YamlDocument) -> list[tuple[ApiKey, Problem]]:
             message = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
             if loc[-1:] == ("sha256",) and err["type"] == "string_pattern_mismatch":
                 message = "must be 64 hexadecimal digits (the SHA-256 of the key, not the key)"
+            elif loc[-1:] == ("sha256",) and err["type"] == "string_type":
+                message = "must be a string: put the hash in quotes"
             problems.append(doc.problem(loc, message))
         raise SourceError(problems) from exc
     return [

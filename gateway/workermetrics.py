@@ -132,10 +132,10 @@ async def _ask(path: Path) -> Tallies | None:
 class WorkerMetrics:
     """One worker's side: answers snapshots, persists them, merges everyone's for a scrape."""
 
-    def __init__(self, metrics: Metrics, directory: Path) -> None:
+    def __init__(self, metrics: Metrics, directory: Path, *, pid: int | None = None) -> None:
         self.metrics = metrics
         self.directory = directory
-        self.pid = os.getpid()
+        self.pid = os.getpid() if pid is None else pid
 
     def _own(self) -> bytes:
         return encode_tallies(self.metrics.snapshot())

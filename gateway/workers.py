@@ -7,10 +7,9 @@ worker that dies, and stops them all on SIGINT/SIGTERM (a second one kills).
 
 On Linux every worker listens on its own socket with SO_REUSEPORT, and the
 kernel spreads new connections over them evenly; elsewhere the workers share
-one listening socket made by the parent. Prometheus metrics go through
-prometheus-client's multiprocess mode: every worker writes its samples to a
-directory the parent creates (and removes at exit), and ``/metrics`` on any
-worker, or on the parent's metrics port, adds them up.
+one listening socket made by the parent. Metrics stay whole: the workers meet
+in a directory the parent creates (and removes at exit), and ``/metrics`` on
+any worker adds up all of them (workermetrics.py).
 """
 
 from __future__ import annotations
@@ -21,7 +20,6 @@ import logging.config
 import math
 import multiprocessing
 import os
-import shutil
 import signal
 import socket
 import tempfile
@@ -34,10 +32,11 @@ from pathlib import Path
 from types import FrameType
 from typing import Any
 
+from gateway.logs import logging_config
 from gateway.settings import Settings
+from gateway.workermetrics import mark_worker_dead
 
 logger = logging.getLogger("gateway.workers")
-MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 REUSE_PORT = hasattr(socket, "SO_REUSEPORT") and os.uname().sysname == "Linux"
 _BACKLOG = 2048
 
@@ -120,6 +119,7 @@ def _run_worker(
     log_level: str,
     ready: Connection,
     shared: socket.socket | None,
+    worker_dir: Path,
 ) -> None:
     """A worker's main function (in a fresh interpreter)."""
     from gateway.app import create_app
@@ -139,9 +139,8 @@ def _run_worker(
         ready.send(os.getpid())
         ready.close()
 
-    run_server(
-        create_app(settings), settings, log_level=log_level, sockets=[sock], on_started=started
-    )
+    app = create_app(settings, worker_dir=worker_dir)
+    run_server(app, settings, log_level=log_level, sockets=[sock], on_started=started)
 
 
 @dataclass(eq=False)
@@ -159,6 +158,7 @@ class _Supervisor:
     log_level: str
     count: int
     shared: socket.socket | None
+    worker_dir: Path
     context: Any = field(default_factory=lambda: multiprocessing.get_context("spawn"))
     workers: list[_Worker] = field(default_factory=list)
     signals: list[int] = field(default_factory=list)
@@ -171,7 +171,7 @@ class _Supervisor:
         reader, writer = self.context.Pipe(duplex=False)
         process = self.context.Process(
             target=_run_worker,
-            args=(self.settings, self.log_level, writer, self.shared),
+            args=(self.settings, self.log_level, writer, self.shared, self.worker_dir),
             name="ft-gateway-worker",
         )
         process.start()
@@ -245,10 +245,8 @@ class _Supervisor:
         worker.exited = True
         worker.process.join()
         self.workers.remove(worker)
-        from prometheus_client import multiprocess
-
-        # Drops the dead worker's live gauges (in-flight counts) from the sums.
-        multiprocess.mark_process_dead(worker.process.pid)  # type: ignore[no-untyped-call]
+        if worker.process.pid is not None:
+            mark_worker_dead(self.worker_dir, worker.process.pid)
         if self.stopping:
             return
         if not worker.ready:
@@ -308,48 +306,36 @@ def _signals(supervisor: _Supervisor) -> Iterator[int]:
         os.close(write_fd)
 
 
-@contextlib.contextmanager
-def multiprocess_metrics() -> Iterator[str]:
-    """A fresh directory for prometheus-client's multiprocess mode, named in the
-    environment the workers inherit; removed afterwards."""
-    path = tempfile.mkdtemp(prefix="ft-gateway-metrics-")
-    previous = os.environ.get(MULTIPROC_ENV)
-    os.environ[MULTIPROC_ENV] = path
-    try:
-        yield path
-    finally:
-        if previous is None:
-            os.environ.pop(MULTIPROC_ENV, None)
-        else:
-            os.environ[MULTIPROC_ENV] = previous
-        shutil.rmtree(path, ignore_errors=True)
-
-
 def serve_workers(
     settings: Settings,
     *,
     workers: int,
     log_level: str = "info",
-    log_config: dict[str, Any] | None = None,
     reuse_port: bool = REUSE_PORT,
 ) -> int:
     """Run ``workers`` worker processes until SIGINT/SIGTERM; the exit code."""
-    if log_config is not None:
-        logging.config.dictConfig(log_config)
-    else:
-        logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(message)s")
+    logging.config.dictConfig(logging_config(settings.log.format, log_level))
     listen = settings.listen
-    try:
-        if reuse_port:
-            holder, shared = _hold_port(listen.host, listen.port), None
-        else:
-            holder = shared = listening_socket(listen.host, listen.port, reuse_port=False)
-    except OSError as exc:
-        logger.error("cannot listen on %s:%d: %s", listen.host, listen.port, exc.strerror)
-        return 1
-    port = holder.getsockname()[1]
-    settings = settings.model_copy(update={"listen": listen.model_copy(update={"port": port})})
-    with holder, multiprocess_metrics():
-        supervisor = _Supervisor(settings, log_level, workers, shared)
+    with contextlib.ExitStack() as stack:
+        try:
+            if reuse_port:
+                holder, shared = _hold_port(listen.host, listen.port), None
+            else:
+                holder = shared = listening_socket(listen.host, listen.port, reuse_port=False)
+            stack.enter_context(holder)
+            port = holder.getsockname()[1]
+            metrics_port = listen.metrics_port
+            if metrics_port is not None:
+                # Every worker binds the metrics port too (SO_REUSEPORT): any one answers.
+                metrics_holder = stack.enter_context(_hold_port(listen.host, metrics_port))
+                metrics_port = metrics_holder.getsockname()[1]
+        except OSError as exc:
+            logger.error("cannot listen on %s: %s", listen.host, exc.strerror)
+            return 1
+        listen = listen.model_copy(update={"port": port, "metrics_port": metrics_port})
+        settings = settings.model_copy(update={"listen": listen})
+        worker_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ftgw-")))
+        supervisor = _Supervisor(settings, log_level, workers, shared, worker_dir)
         with _signals(supervisor) as wakeup:
             return supervisor.run(wakeup)
+    return 1  # pragma: no cover - the with block always returns

@@ -296,6 +296,10 @@ H2 = hash_key("two")
         ),
         ("keys:\n  - {name: a}\n", "keys.yaml:2: keys[0].sha256: Field required"),
         (
+            f"keys:\n  - {{name: a, sha256: {'1' * 64}}}\n",
+            "keys.yaml:2: keys[0].sha256: must be a string: put the hash in quotes",
+        ),
+        (
             f"keys:\n  - {{name: a, sha256: {H1}, profil: x}}\n",
             "keys.yaml:2: keys[0].profil: unknown key",
         ),

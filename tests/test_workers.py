@@ -26,7 +26,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from gateway.workers import _cgroup_cpu_quota, available_cpus
-from tests.servers import running_server
+from tests.servers import free_port, running_server
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAT = "/v1/chat/completions"
@@ -67,8 +67,8 @@ class Gateway:
                     if match:
                         return match
                     index += 1
-                assert self.process.stderr is not None
-                raw = await self.process.stderr.readline()
+                assert self.process.stdout is not None
+                raw = await self.process.stdout.readline()
                 if not raw:
                     raise AssertionError("the gateway exited:\n" + "\n".join(self.lines))
                 self.lines.append(raw.decode(errors="replace").rstrip())
@@ -88,8 +88,8 @@ async def gateway_process(
         "--log-level",
         "info",
         *args,
-        stdout=asyncio.subprocess.DEVNULL,
-        stderr=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
         env={**os.environ, "TMPDIR": str(tmp), **(env or {})},
         cwd=tmp,  # no ./config.yaml
         start_new_session=True,  # its own process group, to kill workers and all
@@ -147,6 +147,7 @@ async def test_two_workers_serve_reload_on_sighup_and_restart(tmp_path: Path) ->
     policy = tmp_path / "policy.yaml"
     original = (ROOT / "policies" / "ft-serve.yaml").read_text()
     policy.write_text(original)
+    metrics_port = free_port()
     async with running_server(engine_app()) as engine_url:
         async with gateway_process(
             "--workers",
@@ -155,7 +156,10 @@ async def test_two_workers_serve_reload_on_sighup_and_restart(tmp_path: Path) ->
             engine_url,
             "--policy",
             str(policy),
-            env={"FT_GATEWAY_SERVER__KEEP_ALIVE_TIMEOUT": "600"},
+            env={
+                "FT_GATEWAY_SERVER__KEEP_ALIVE_TIMEOUT": "600",
+                "FT_GATEWAY_LISTEN__METRICS_PORT": str(metrics_port),
+            },
             tmp=tmp_path,
         ) as gateway:
             match = await gateway.wait_for_line(SERVING.pattern)
@@ -163,8 +167,9 @@ async def test_two_workers_serve_reload_on_sighup_and_restart(tmp_path: Path) ->
             pids = [int(p) for p in match[3].split(",")]
             assert int(match[2]) == 2 and len(set(pids)) == 2
             assert children_of(gateway.process.pid) >= set(pids)
-            # Multiprocess metrics: one directory, made by the parent under TMPDIR.
-            (metrics_dir,) = tmp_path.glob("ft-gateway-metrics-*")
+            # Where the workers meet to add up metrics: made by the parent under TMPDIR.
+            (worker_dir,) = tmp_path.glob("ftgw-*")
+            assert {p.name for p in worker_dir.glob("*.sock")} == {f"{p}.sock" for p in pids}
 
             pinned = await pin(url, pids)
             try:
@@ -174,13 +179,15 @@ async def test_two_workers_serve_reload_on_sighup_and_restart(tmp_path: Path) ->
                     assert refused.status_code == 400
                     assert refused.json()["error"]["param"] == "n"
                     assert (await client.post(CHAT, json={**body, "n": 1})).status_code == 200
-                # Each worker writes its own samples; /metrics on either adds them up.
-                files = {p.name for p in metrics_dir.iterdir()}
-                assert all(any(str(pid) in f for f in files) for pid in pids), files
-                for client in pinned.values():
-                    text = (await client.get("/metrics")).text
+                # Each worker counted its own two; whichever worker answers on the
+                # metrics port adds up both.
+                assert (await client.get("/metrics")).status_code == 404  # not on the main port
+                for _ in range(20):
+                    async with httpx.AsyncClient(timeout=30) as scraper:
+                        text = (await scraper.get(f"http://127.0.0.1:{metrics_port}/metrics")).text
                     assert counter(text, "ft_gateway_requests_total", route=CHAT, status="400") == 2
                     assert counter(text, "ft_gateway_requests_total", route=CHAT, status="200") == 2
+                    assert counter(text, "ft_gateway_policy_reloads_total") == 0
 
                 # SIGHUP to the parent: every worker reloads the edited policy.
                 policy.write_text(original.replace("neutral: [1]", "neutral: [1, 2]"))
@@ -194,6 +201,9 @@ async def test_two_workers_serve_reload_on_sighup_and_restart(tmp_path: Path) ->
                     ready = (await client.get("/readyz")).json()
                     assert ready["policy"]["last_reload"]["trigger"] == "SIGHUP"
                     assert ready["policy"]["last_reload"]["result"] == "loaded"
+                async with httpx.AsyncClient(timeout=30) as scraper:
+                    text = (await scraper.get(f"http://127.0.0.1:{metrics_port}/metrics")).text
+                assert counter(text, "ft_gateway_policy_reloads_total", result="loaded") == 2
             finally:
                 for client in pinned.values():
                     await client.aclose()
@@ -215,7 +225,7 @@ async def test_two_workers_serve_reload_on_sighup_and_restart(tmp_path: Path) ->
             gateway.process.send_signal(signal.SIGTERM)
             async with asyncio.timeout(START_TIMEOUT):
                 assert await gateway.process.wait() == 0
-            assert not metrics_dir.exists()
+            assert not worker_dir.exists()
             for pid in (pids[1], replacement):
                 assert not Path(f"/proc/{pid}").exists()  # stopped and reaped
 
@@ -227,9 +237,9 @@ async def test_bad_config_stops_before_any_worker_starts(tmp_path: Path) -> None
     ) as gateway:
         async with asyncio.timeout(START_TIMEOUT):
             assert await gateway.process.wait() == 2
-        assert gateway.process.stderr is not None
-        assert b"cannot start" in await gateway.process.stderr.read()
-        assert not list(tmp_path.glob("ft-gateway-metrics-*"))
+        assert gateway.process.stdout is not None
+        assert b"cannot start" in await gateway.process.stdout.read()
+        assert not list(tmp_path.glob("ftgw-*"))
 
 
 @pytest.mark.parametrize(
