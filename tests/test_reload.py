@@ -240,6 +240,8 @@ def test_sighup_reaches_a_real_serve_process(policy: Path) -> None:
             "-m",
             "gateway",
             "serve",
+            "--workers",
+            "1",
             "--policy",
             str(policy),
             "--port",
