@@ -73,8 +73,10 @@ class Upstream(_Section):
         description="name of the environment variable that holds the engine's API key "
         "(never the key itself)",
     )
-    client: Literal["httpx", "aiohttp"] = Field(
-        default="httpx", description="upstream HTTP client (aiohttp: the fast one)"
+    client: Literal["httpx", "aiohttp", "httptools"] = Field(
+        default="httpx",
+        description="upstream HTTP client: httpx, aiohttp, or httptools (the fastest; "
+        "plain HTTP/1.1 only)",
     )
     max_connections: int = Field(default=1000, ge=1, description="per replica")
 

@@ -169,6 +169,10 @@ def make_upstream(
         from gateway.balancer import Balancer
 
         return Balancer.from_settings(settings, lambda one: make_upstream(one, transport=transport))
+    if transport is None and settings.upstream.client == "httptools":
+        from gateway.upstream_httptools import HttptoolsUpstream
+
+        return HttptoolsUpstream(settings)
     if transport is None and settings.upstream.client == "aiohttp":
         from gateway.upstream_aiohttp import AiohttpUpstream
 

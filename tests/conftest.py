@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import typing
+
 import pytest
+
+from gateway.settings import Upstream
 
 pytest_plugins = ["tests.figures"]
 
@@ -12,7 +16,7 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
-@pytest.fixture(params=["httpx", "aiohttp"])
+@pytest.fixture(params=typing.get_args(Upstream.model_fields["client"].annotation))
 def upstream_client(request: pytest.FixtureRequest) -> str:
     """Each UpstreamClient implementation by its ``upstream.client`` name: tests that
     talk to a real loopback engine run over both."""

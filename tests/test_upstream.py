@@ -14,6 +14,7 @@ from gateway.errors import UpstreamProtocolError, UpstreamTimeout, UpstreamUnrea
 from gateway.settings import Settings, load_settings
 from gateway.upstream import HttpxUpstream, UpstreamClient, make_upstream
 from gateway.upstream_aiohttp import AiohttpUpstream
+from gateway.upstream_httptools import HttptoolsUpstream
 from tests.loopback_engine import (
     LAST_CHUNK,
     STREAM_HEAD,
@@ -28,6 +29,12 @@ from tests.loopback_engine import (
 
 pytestmark = pytest.mark.anyio
 JSON = [(b"content-type", b"application/json")]
+
+
+@pytest.fixture(params=["asyncio", "uvloop"])
+def anyio_backend(request: pytest.FixtureRequest) -> tuple[str, dict[str, bool]]:
+    """Both event loops: ``ft-gateway serve`` runs on uvloop, whose transports differ."""
+    return "asyncio", {"use_uvloop": request.param == "uvloop"}
 
 
 def make_settings(client: str, url: str, **timeouts: float) -> Settings:
@@ -64,6 +71,9 @@ def answer(data: bytes, headers: list[tuple[bytes, bytes]] | None = None, status
 async def test_settings_name_the_implementation(connect: Callable[..., UpstreamClient]) -> None:
     assert isinstance(connect("aiohttp", "http://127.0.0.1:1"), AiohttpUpstream)
     assert isinstance(connect("httpx", "http://127.0.0.1:1"), HttpxUpstream)
+    assert isinstance(connect("httptools", "http://127.0.0.1:1"), HttptoolsUpstream)
+    with pytest.raises(ValueError, match="plain HTTP only"):
+        connect("httptools", "https://127.0.0.1:1")
     # An injected transport is always the httpx client: that is how tests mock the engine.
     injected = make_upstream(
         make_settings("aiohttp", "http://127.0.0.1:1"),
