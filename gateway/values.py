@@ -8,7 +8,7 @@ are not integers, and a neutral value ``1`` does not match ``1.0`` or ``true``.
 from __future__ import annotations
 
 import math
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -24,6 +24,17 @@ _ARTICLE = {
     "object": "an object",
     "array": "an array",
     "null": "null",
+}
+PyType = type  # ValueSpec has a field named ``type``
+# The exact Python types orjson gives each JSON type (bool is not an integer).
+_PY_TYPES: dict[str, tuple[PyType, ...]] = {
+    "string": (str,),
+    "number": (int, float),
+    "integer": (int,),
+    "boolean": (bool,),
+    "object": (dict,),
+    "array": (list,),
+    "any": (str, int, float, bool, dict, list),
 }
 
 
@@ -44,13 +55,6 @@ def json_type(value: Any) -> str:
     if isinstance(value, list):
         return "array"
     return type(value).__name__
-
-
-def _is_type(value: Any, kind: str) -> bool:
-    if kind == "any":
-        return True
-    actual = json_type(value)
-    return actual == kind or (kind == "number" and actual == "integer")
 
 
 def json_equal(a: Any, b: Any) -> bool:
@@ -91,9 +95,36 @@ class ValueSpec(BaseModel):
     enum: list[Any] | None = None
     items: ValueSpec | None = Field(default=None, description="spec of each array item")
     values: ValueSpec | None = Field(default=None, description="spec of each object value")
+    # Worked out once from the fields above (this runs for every field of every
+    # request): ``types``, the Python types of the allowed JSON types; ``accepts``,
+    # those whose values conform with no further check (most specs are a bare type).
+    # Kept in __dict__, not as pydantic private attributes, whose every read goes
+    # through BaseModel.__getattr__ (several times slower than the check itself).
+    if TYPE_CHECKING:
+        types: frozenset[PyType]
+        accepts: frozenset[PyType]
+
+    def model_post_init(self, context: Any) -> None:
+        kinds = self.type if isinstance(self.type, list) else [self.type]
+        types = frozenset(t for k in kinds for t in _PY_TYPES[k])
+        self.__dict__["types"] = types
+        self.__dict__["accepts"] = frozenset()
+        constrained = (
+            self.minimum is not None
+            or self.maximum is not None
+            or self.enum is not None
+            or self.min_items is not None
+            or self.max_items is not None
+            or self.items is not None
+            or self.values is not None
+        )
+        if not constrained:
+            self.__dict__["accepts"] = types | {type(None)} if self.nullable else types
 
     def check(self, value: Any, param: str) -> InvalidRequest | None:
         """The error for ``value`` at ``param``, or None when it conforms."""
+        if type(value) in self.accepts:
+            return None
         if value is None:
             if self.nullable:
                 return None
@@ -102,8 +133,7 @@ class ValueSpec(BaseModel):
                 param=param,
                 code="invalid_type",
             )
-        kinds = self.type if isinstance(self.type, list) else [self.type]
-        if not any(_is_type(value, k) for k in kinds):
+        if type(value) not in self.types:
             return InvalidRequest(
                 f"Invalid type for '{param}': expected {self._expected()}, "
                 f"but got {_ARTICLE.get(json_type(value), json_type(value))} instead.",
@@ -172,9 +202,13 @@ class ValueSpec(BaseModel):
                 param=param,
                 code="array_above_max_length",
             )
-        if self.items is not None:
+        items = self.items
+        if items is not None:
+            accepts = items.accepts
             for index, item in enumerate(value):
-                error = self.items.check(item, f"{param}[{index}]")
+                if type(item) in accepts:
+                    continue  # no need to name the item unless it is wrong
+                error = items.check(item, f"{param}[{index}]")
                 if error is not None:
                     return error
         return None
