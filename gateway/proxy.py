@@ -10,9 +10,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import re
 import time
-import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any
 
@@ -80,7 +80,8 @@ def request_id_of(headers: Headers) -> bytes:
     for name, value in headers:
         if name == b"x-request-id" and _REQUEST_ID.match(value):
             return value
-    return uuid.uuid4().hex.encode()
+    # 128 random bits in hex, like uuid4().hex, without building a UUID (5x cheaper).
+    return os.urandom(16).hex().encode()
 
 
 def _connection_tokens(headers: Headers) -> frozenset[bytes]:
