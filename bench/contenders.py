@@ -121,6 +121,12 @@ CONTENDERS = [
         _gateway_with("aiohttp"),
         default=False,
     ),
+    Contender(
+        "gateway-httptools",
+        "the gateway with upstream.client httptools",
+        _gateway_with("httptools"),
+        default=False,
+    ),
 ]
 
 
