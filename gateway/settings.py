@@ -74,7 +74,7 @@ class Upstream(_Section):
         "(never the key itself)",
     )
     client: Literal["httpx", "aiohttp", "httptools"] = Field(
-        default="httpx",
+        default="httptools",
         description="upstream HTTP client: httpx, aiohttp, or httptools (the fastest; "
         "plain HTTP/1.1 only)",
     )
