@@ -80,7 +80,43 @@ class EventSplitter:
             return b"", None
         return self._checked(data[:end], None)
 
+    def _checked_simple(
+        self, block: bytes, tail_error: GatewayError | None
+    ) -> tuple[bytes, GatewayError | None] | None:
+        # The shape every OpenAI-compatible engine sends: events of one
+        # "data: " line each, LF line ends. Checked here without walking lines
+        # (the stream's hot path); None for anything else, which the general
+        # walk below handles.
+        events = block.split(b"\n\n")
+        if events.pop():  # what follows the final blank line must be nothing
+            return None
+        for event in events:
+            if event[:6] != b"data: " or b"\n" in event:
+                return None
+        good = 0
+        for event in events:
+            payload = event[6:]
+            end = good + len(event) + 2
+            if payload == b"[DONE]":
+                self.done = True
+                self._pending = b""
+                return block[:end], None
+            error = _check_data(payload)
+            if error is not None:
+                return block[:good], error
+            good = end
+        return block, tail_error
+
     def _checked(
+        self, block: bytes, tail_error: GatewayError | None
+    ) -> tuple[bytes, GatewayError | None]:
+        if b"\r" not in block:
+            checked = self._checked_simple(block, tail_error)
+            if checked is not None:
+                return checked
+        return self._checked_lines(block, tail_error)
+
+    def _checked_lines(
         self, block: bytes, tail_error: GatewayError | None
     ) -> tuple[bytes, GatewayError | None]:
         # ``block`` ends with a blank line: walk it line by line, remembering

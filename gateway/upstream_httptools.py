@@ -37,6 +37,9 @@ from gateway.upstream import Headers, UpstreamResponse
 _HIGH_WATER = 256 * 1024
 _LOW_WATER = 64 * 1024
 _SILENT = "The engine went silent in the middle of the stream."
+# Idle pooled connections are closed after this many seconds (httpx's default),
+# checked whenever the pool is used.
+_KEEPALIVE_EXPIRY = 5.0
 
 
 class _Decoder:
@@ -106,6 +109,7 @@ class _Connection(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.closed = False
         self.paused = False
+        self.idle_since = 0.0
         self.exchange: _Exchange | None = None
         self._parser = httptools.HttpResponseParser(self)
 
@@ -318,12 +322,16 @@ class HttptoolsUpstream:
         self._response_timeout = t.response
         self.idle = t.stream_idle
         self._limit = settings.upstream.max_connections
-        self._idle: list[_Connection] = []
+        self._idle: collections.deque[_Connection] = collections.deque()
         self._all: set[_Connection] = set()
         self._busy = 0
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
-        self.loop = asyncio.get_running_loop()
         self._closed = False
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The running loop (the client may be made before one runs)."""
+        return asyncio.get_running_loop()
 
     async def wait(
         self,
@@ -350,6 +358,11 @@ class HttptoolsUpstream:
             exchange.waiter = None
 
     async def _acquire(self, deadline: float, what: str) -> _Connection:
+        idle = self._idle
+        if idle:
+            expired = self.loop.time() - _KEEPALIVE_EXPIRY
+            while idle and idle[0].idle_since < expired:
+                idle.popleft().close()
         while True:
             while self._idle:
                 connection = self._idle.pop()
@@ -398,6 +411,7 @@ class HttptoolsUpstream:
     def _release(self, connection: _Connection | None) -> None:
         self._busy -= 1
         if connection is not None and not connection.closed and not self._closed:
+            connection.idle_since = self.loop.time()
             self._idle.append(connection)
         self._wake_one()
 

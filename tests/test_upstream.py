@@ -317,3 +317,17 @@ async def test_engine_answering_no_http_is_a_protocol_error(
         upstream = connect(upstream_client, engine.url)
         with pytest.raises(UpstreamProtocolError):
             await upstream.request("POST", "/v1/x", headers=[], body=b"{}")
+
+
+async def test_httptools_pool_closes_connections_idle_past_keep_alive(
+    connect: Callable[..., UpstreamClient], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("gateway.upstream_httptools._KEEPALIVE_EXPIRY", -1.0)
+    async with LoopbackEngine(answer(b"{}", JSON)).running() as engine:
+        upstream = connect("httptools", engine.url)
+        for _ in range(2):
+            response = await upstream.request("POST", "/v1/x", headers=[], body=b"{}")
+            await response.read(1024)
+            await response.aclose()
+        await engine.connection_closed.wait()
+    assert engine.connections == 2
