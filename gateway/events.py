@@ -69,6 +69,16 @@ class EventSplitter:
         return bool(self._pending)
 
     def feed(self, chunk: bytes) -> tuple[bytes, GatewayError | None]:
+        if not self._pending and chunk[:6] == b"data: " and chunk.find(b"\n") == len(chunk) - 2:
+            if chunk[-1:] == b"\n":
+                # One whole plain event: engines send one per chunk, so this is
+                # the stream's hot path (what _checked_simple does, for one event).
+                payload = chunk[6:-2]
+                if payload == b"[DONE]":
+                    self.done = True
+                    return chunk, None
+                error = _check_data(payload)
+                return (b"", error) if error is not None else (chunk, None)
         data = self._pending + chunk if self._pending else chunk
         end = _event_end(data)
         self._pending = data[end:]
