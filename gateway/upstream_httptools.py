@@ -253,7 +253,15 @@ class _Response:
                 return b""
             idle_at = pool.loop.time() + pool.idle
             await pool.wait(exchange, idle_at, deadline, idle=_SILENT, late=late)
-        data = exchange.buffer.popleft()
+        # Everything that has arrived goes on at once: bytes that came in one read
+        # (or while the reader was busy) leave in one write, as a proxy that reads
+        # a socket into a buffer would send them; nothing waits for more.
+        buffer = exchange.buffer
+        if len(buffer) == 1:
+            data = buffer.popleft()
+        else:
+            data = b"".join(buffer)
+            buffer.clear()
         exchange.buffered -= len(data)
         self._connection.drained(exchange)
         if self._decoder is not None:
