@@ -13,6 +13,7 @@ same way; uvicorn applies it in every worker process it starts.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 import time
@@ -112,6 +113,7 @@ class AccessLog:
     def __init__(self, stream: BinaryIO | None = None, *, format: LogFormat = "json") -> None:
         self.stream = stream if stream is not None else sys.stdout.buffer
         self.json = format == "json"
+        self._flush_pending = False
 
     def started(self, exchange: Exchange) -> None:
         return None
@@ -130,6 +132,24 @@ class AccessLog:
                 record["fields"] = ",".join(f"{k}:{v}" for k, v in record["fields"].items())
             line = (format_text(ts, head, record) + "\n").encode()
         self.stream.write(line)
+        self._flush_soon()
+
+    def _flush_soon(self) -> None:
+        # One flush (a write system call) per turn of the event loop, not per
+        # line: under load many requests end in one turn. A line still leaves
+        # within microseconds of its request's end.
+        if self._flush_pending:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            self.stream.flush()
+            return
+        self._flush_pending = True
+        loop.call_soon(self._flush)
+
+    def _flush(self) -> None:
+        self._flush_pending = False
         self.stream.flush()
 
 

@@ -336,10 +336,9 @@ class HttptoolsUpstream:
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._closed = False
 
-    @property
-    def loop(self) -> asyncio.AbstractEventLoop:
-        """The running loop (the client may be made before one runs)."""
-        return asyncio.get_running_loop()
+    # The running loop, looked up by each request (the client may be made before
+    # a loop runs) and kept for the waits that follow.
+    loop: asyncio.AbstractEventLoop
 
     async def wait(
         self,
@@ -436,7 +435,8 @@ class HttptoolsUpstream:
     async def request(
         self, method: str, path: str, *, headers: Headers, body: bytes
     ) -> UpstreamResponse:
-        deadline = self.loop.time() + self._response_timeout
+        self.loop = loop = asyncio.get_running_loop()
+        deadline = loop.time() + self._response_timeout
         what = f"{method} {path}"
         head = [method.encode(), b" ", self._prefix.encode(), path.encode(), b" HTTP/1.1\r\n"]
         head.append(self._host_header)
