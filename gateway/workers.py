@@ -68,14 +68,12 @@ def _cgroup_cpu_quota(root: Path = Path("/sys/fs/cgroup")) -> float | None:
         return None
 
 
-def listening_socket(host: str, port: int, *, reuse_port: bool) -> socket.socket:
-    """A TCP socket bound to (host, port) and listening."""
+def shared_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to (host, port) and listening, for every worker to accept on."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        if reuse_port:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
         sock.bind((host, port))
         sock.listen(_BACKLOG)
     except OSError:
@@ -84,10 +82,11 @@ def listening_socket(host: str, port: int, *, reuse_port: bool) -> socket.socket
     return sock
 
 
-def _hold_port(host: str, port: int) -> socket.socket:
-    """A socket bound to (host, port) with SO_REUSEPORT but never listening: it
-    gets no connections, keeps the port for the workers, and turns port 0 into
-    the real port that every worker then binds too."""
+def reuse_port_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to (host, port) with SO_REUSEPORT, not listening. The parent
+    holds one (it gets no connections; port 0 becomes a real port for all); each
+    worker binds its own, and the server starts listening on it only once the app
+    has started, so no connection waits on a worker that is not serving yet."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     try:
@@ -129,11 +128,7 @@ def _run_worker(
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     _stop_with_parent()
     listen = settings.listen
-    sock = (
-        shared
-        if shared is not None
-        else listening_socket(listen.host, listen.port, reuse_port=True)
-    )
+    sock = shared if shared is not None else reuse_port_socket(listen.host, listen.port)
 
     def started() -> None:
         ready.send(os.getpid())
@@ -319,15 +314,15 @@ def serve_workers(
     with contextlib.ExitStack() as stack:
         try:
             if reuse_port:
-                holder, shared = _hold_port(listen.host, listen.port), None
+                holder, shared = reuse_port_socket(listen.host, listen.port), None
             else:
-                holder = shared = listening_socket(listen.host, listen.port, reuse_port=False)
+                holder = shared = shared_socket(listen.host, listen.port)
             stack.enter_context(holder)
             port = holder.getsockname()[1]
             metrics_port = listen.metrics_port
             if metrics_port is not None:
                 # Every worker binds the metrics port too (SO_REUSEPORT): any one answers.
-                metrics_holder = stack.enter_context(_hold_port(listen.host, metrics_port))
+                metrics_holder = stack.enter_context(reuse_port_socket(listen.host, metrics_port))
                 metrics_port = metrics_holder.getsockname()[1]
         except OSError as exc:
             logger.error("cannot listen on %s: %s", listen.host, exc.strerror)

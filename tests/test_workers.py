@@ -13,6 +13,7 @@ import json
 import os
 import re
 import signal
+import socket
 import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -228,6 +229,70 @@ async def test_two_workers_serve_reload_on_sighup_and_restart(tmp_path: Path) ->
             assert not worker_dir.exists()
             for pid in (pids[1], replacement):
                 assert not Path(f"/proc/{pid}").exists()  # stopped and reaped
+
+
+@pytest.mark.anyio
+async def test_workers_can_share_one_socket(tmp_path: Path) -> None:
+    """Where SO_REUSEPORT does not spread connections, the parent's socket is shared."""
+    program = (
+        "import sys\n"
+        "from gateway.settings import load_settings\n"
+        "from gateway.workers import serve_workers\n"
+        "settings = load_settings(None, overrides={('upstream', 'url'): sys.argv[1],"
+        " ('policy',): sys.argv[2], ('listen', 'port'): 0})\n"
+        "sys.exit(serve_workers(settings, workers=2, reuse_port=False))\n"
+    )
+    policy = str(ROOT / "policies" / "ft-serve.yaml")
+    async with running_server(engine_app()) as engine_url:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            program,
+            engine_url,
+            policy,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            env={**os.environ, "TMPDIR": str(tmp_path)},
+            cwd=tmp_path,
+            start_new_session=True,
+        )
+        gateway = Gateway(process)
+        try:
+            match = await gateway.wait_for_line(SERVING.pattern)
+            url = f"http://127.0.0.1:{match[1]}"
+            body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
+            async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+                responses = await asyncio.gather(*(client.post(CHAT, json=body) for _ in range(10)))
+            assert [r.status_code for r in responses] == [200] * 10
+            process.send_signal(signal.SIGTERM)
+            async with asyncio.timeout(START_TIMEOUT):
+                assert await process.wait() == 0
+        finally:
+            if process.returncode is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                await process.wait()
+
+
+@pytest.mark.anyio
+async def test_a_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        async with gateway_process(
+            "--workers",
+            "2",
+            "--policy",
+            str(ROOT / "policies" / "ft-serve.yaml"),
+            env={"FT_GATEWAY_PORT": str(port)},  # over --port 0
+            tmp=tmp_path,
+        ) as gateway:
+            async with asyncio.timeout(START_TIMEOUT):
+                assert await gateway.process.wait() == 1
+            assert gateway.process.stdout is not None
+            output = await gateway.process.stdout.read()
+            assert b"cannot listen on 127.0.0.1" in output
+            assert b"in use" in output
 
 
 @pytest.mark.anyio
