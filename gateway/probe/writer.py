@@ -24,7 +24,7 @@ from gateway.probe.verdict import (
     shown_confidence,
 )
 
-_BARE = re.compile(r"^[A-Za-z_/][A-Za-z0-9_./-]*$")
+_BARE = re.compile(r"^[A-Za-z_/][A-Za-z0-9_./-]*\Z")  # \Z: "$" also matches before a final newline
 # Words YAML 1.1 reads as booleans or null when unquoted.
 _RESERVED = frozenset({"y", "n", "yes", "no", "on", "off", "true", "false", "null"})
 _KEY_ORDER = ("action", "to", "type", "required")
