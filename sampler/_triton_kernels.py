@@ -1,14 +1,29 @@
 """Triton kernels of the GPU sampler (the contract is sampler/README.md's).
 
-Two launches per call. ``slice_kernel`` (grid B x slices) serves the rows that need no
-filter (temperature only, or T = 0): each program takes a fixed slice of one row and
-returns its best (score, token id). ``row_kernel`` (grid B) finishes those rows from the
-slice partials and samples the filtered rows, one program per row.
+Two launches per call, neither shaped by the batch size.
 
-Every tile has 4 * GROUPS consecutive tokens: one Philox4x32-10 call per group of 4
-gives the words of its 4 tokens. Nothing depends on the batch size: slice and tile
-sizes are constants, and the only cross-element reduction on a pure row is an argmax
-whose result (highest score, lowest id on ties) is the same in any order.
+``slice_kernel`` (grid B x slices): each program takes a fixed slice of one row.
+  * Rows without filters (temperature only, or T = 0): Gumbel-max over the slice, one
+    Philox4x32-10 call per 4 tokens; writes the slice's best (score, id), packed in one int64.
+  * Rows with 1 <= top_k <= K_FAST: the maximum of every group of GW consecutive tokens
+    (no noise is needed there: only the <= K_FAST candidates get noise, in the row pass).
+  * Other filtered rows: nothing (the row pass does all their work).
+``row_kernel`` (grid B): reduces the slice partials of an unfiltered row in a fixed order,
+or finishes a filtered row: the top-k candidates are found from the group maxima (the k-th
+largest group maximum bounds the k-th largest logit from below), sorted, cut by top-k,
+top-p and min-p, and drawn from. Rows whose candidates overflow the fixed caps, and rows
+with top_p or min_p but no (small) top_k, take an exact slower path over the whole row.
+
+Per-row parameters arrive either as pointers (a length-B or one-element tensor) or as one
+scalar for the whole batch: ``MODES`` holds 2 bits per parameter (0 scalar, 1 per row,
+2 one element); a float scalar travels as the int64 bits of its float64 value, so it is
+exactly the value a float64 tensor would hold.
+
+Noise is computed in log2 units: with e = -log1p(-u), the score s + g = s - ln(e) equals
+ln 2 * (s / ln 2 - log2(e / ln 2)) - ln(ln 2), so argmax(s + g) is the argmax of
+logit * (1.4426950408889634 / T) - log2(e / ln 2): the same draw, the scale folded into
+the temperature. ``FAST_LOG`` selects the hardware ``lg2.approx`` instruction (compiled
+kernels) or ``tl.log2`` (Triton's interpreter).
 """
 # Triton reads the kernels' signatures itself; they carry no Python type hints.
 # mypy: disable-error-code="no-untyped-def, untyped-decorator"
@@ -18,9 +33,14 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
-_INT32_MAX = tl.constexpr(2147483647)
-_TWO_M32 = tl.constexpr(2.3283064365386963e-10)  # 2**-32
-_SERIES_BELOW = tl.constexpr(0.0078125)  # 2**-7: under it -log1p(-u) by its series
+# Constants are written out where used: a module-level tl.constexpr costs a comparison at
+# every launch (Triton checks that the globals a kernel used have not changed).
+# -log1p(-u) / ln 2 = sum u**i / (i ln 2): below u = 2**-6 the kernels take its first four
+# terms (negated: -1.4426950408889634, -0.7213475204444817, -0.48089834696298783,
+# -0.36067376022224085); the next is < 2**-24 of the sum.
+
+# Kernel arguments that may be a Python scalar: never specialise on their values.
+_PARAMS = ["seeds", "steps", "temps", "top_ks", "top_ps", "min_ps"]
 
 
 @triton.jit
@@ -39,10 +59,47 @@ def _philox(c0, c1, c2, c3, k0, k1):
 
 
 @triton.jit
-def _row_key(seeds_ptr, steps_ptr, row):
-    """The row's key words and step words, as uint32 scalars."""
-    seed = tl.load(seeds_ptr + row)
-    step = tl.load(steps_ptr + row)
+def _param(arg, row, MODE: tl.constexpr, FLOAT: tl.constexpr):
+    """One row's value of a per-row parameter: int64, or float64 when FLOAT."""
+    if MODE == 0:
+        v = tl.zeros([], tl.int64) + arg
+        if FLOAT:
+            v = v.to(tl.float64, bitcast=True)
+    else:
+        if MODE == 1:
+            v = tl.load(arg + row)
+        else:
+            v = tl.load(arg)
+        if FLOAT:
+            v = v.to(tl.float64)
+        else:
+            v = v.to(tl.int64)
+    return v
+
+
+@triton.jit
+def _row_params(seeds, steps, temps, top_ks, top_ps, min_ps, row, MODES: tl.constexpr):
+    seed = _param(seeds, row, MODES & 3, False)
+    step = _param(steps, row, (MODES >> 2) & 3, False)
+    temp = _param(temps, row, (MODES >> 4) & 3, True)
+    top_k = _param(top_ks, row, (MODES >> 6) & 3, False)
+    top_p = _param(top_ps, row, (MODES >> 8) & 3, True)
+    min_p = _param(min_ps, row, (MODES >> 10) & 3, True)
+    return seed, step, temp, top_k, top_p, min_p
+
+
+@triton.jit
+def _row_class(temp, top_k, top_p, min_p, vocab, K_FAST: tl.constexpr):
+    """0: no filter (or T = 0); 1: top_k in [1, K_FAST] (candidate path); 2: other filters."""
+    k_on = (top_k > 0) & (top_k < vocab)
+    pure = (temp == 0.0) | ((~k_on) & (top_p >= 1.0) & (min_p <= 0.0))
+    fast = k_on & (top_k <= K_FAST)
+    return tl.where(pure, 0, tl.where(fast, 1, 2))
+
+
+@triton.jit
+def _key_words(seed, step):
+    """The row's Philox key words and step words (uint32 scalars) from int64 seed and step."""
     k0 = (seed & 0xFFFFFFFF).to(tl.uint32)
     k1 = ((seed >> 32) & 0xFFFFFFFF).to(tl.uint32)
     s0 = (step & 0xFFFFFFFF).to(tl.uint32)
@@ -75,18 +132,50 @@ def _token_bits(ids, k0, k1, s0, s1):
 
 
 @triton.jit
-def _gumbel(x):
-    """g = -log(-log1p(-u)), u = (x + 0.5) * 2**-32, in float32.
+def _log2(x, NEG: tl.constexpr, FAST_LOG: tl.constexpr):
+    """log2(x), or log2(-x) when NEG."""
+    if FAST_LOG:
+        # The multi-function unit's log2 (absolute error about 2**-22; ftz: no input here is
+        # denormal, w and e are >= 2**-33): one instruction, where tl.log / tl.log2 call
+        # libdevice's accurate logf (about 20). The negation folds into its operand.
+        if NEG:
+            y = tl.inline_asm_elementwise(
+                "{ .reg .f32 t; neg.f32 t, $1; lg2.approx.ftz.f32 $0, t; }",
+                "=r,r",
+                [x],
+                dtype=tl.float32,
+                is_pure=True,
+                pack=1,
+            )
+        else:
+            y = tl.inline_asm_elementwise(
+                "lg2.approx.ftz.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1
+            )
+    else:
+        if NEG:
+            y = tl.log2(-x)
+        else:
+            y = tl.log2(x)
+    return y
 
-    -log1p(-u) is taken from its series where u is small (the tokens whose noise is
-    large, that is the likely winners) and as -log(1 - u) with 1 - u formed from ~x
-    elsewhere, so no u rounds to 1 and no accurate log1p is needed.
+
+@triton.jit
+def _gumbel2(x, FAST_LOG: tl.constexpr):
+    """g / ln 2 - log2(ln 2) = -log2(-log1p(-u) / ln 2), u = (x + 0.5) * 2**-32, float32.
+
+    -log1p(-u) / ln 2 comes from its series where u < 2**-6 (the tokens whose noise is
+    large, that is the likely winners) and as -log2(1 - u) with 1 - u formed from ~x
+    elsewhere, so no u rounds to 1 and no accurate log1p is needed. Adding a constant and
+    scaling by 1 / ln 2 change no argmax.
     """
-    u = (x.to(tl.float32) + 0.5) * _TWO_M32
-    series = u * (1.0 + u * (0.5 + u * (0.3333333333 + u * (0.25 + u * 0.2))))
-    w = ((x ^ 0xFFFFFFFF).to(tl.float32) + 0.5) * _TWO_M32
-    e = tl.where(u < _SERIES_BELOW, series, -tl.log(w))
-    return -tl.log(e)
+    u = x.to(tl.float32) * 2.3283064365386963e-10 + 1.1641532182693481e-10  # (x + .5) / 2**32
+    neg_series = u * (
+        ((u * -0.36067376022224085 + -0.48089834696298783) * u + -0.7213475204444817) * u
+        + -1.4426950408889634
+    )
+    w = (x ^ 0xFFFFFFFF).to(tl.float32) * 2.3283064365386963e-10 + 1.1641532182693481e-10
+    neg_e = tl.where(u < 0.015625, neg_series, _log2(w, False, FAST_LOG))
+    return -_log2(neg_e, True, FAST_LOG)
 
 
 @triton.jit
@@ -110,67 +199,263 @@ def _key_value(key):
 
 
 @triton.jit
+def _pack(key, ids):
+    """(ordered key, id) as one int64 whose signed order is (key asc, id desc): its maximum
+    is the highest key with the lowest id."""
+    hi = (key ^ 0x80000000).to(tl.int32, bitcast=True).to(tl.int64)
+    return (hi << 32) | (ids.to(tl.int64) ^ 0xFFFFFFFF)
+
+
+@triton.jit
+def _unpack_id(packed):
+    return ((packed & 0xFFFFFFFF) ^ 0xFFFFFFFF).to(tl.int32)
+
+
+@triton.jit
+def _unpack_key(packed):
+    return ((packed >> 32).to(tl.int32) ^ -2147483648).to(tl.uint32, bitcast=True)
+
+
+@triton.jit
 def _in_prefix(key, ids, cut_key, cut_id):
     """Whether (key, id) ranks at or before (cut_key, cut_id) by (key desc, id asc)."""
     return (key > cut_key) | ((key == cut_key) & (ids <= cut_id))
 
 
 @triton.jit
-def _is_pure(temp, top_k, top_p, min_p, vocab):
-    k_on = (top_k > 0) & (top_k < vocab)
-    return (temp == 0.0) | ((~k_on) & (top_p >= 1.0) & (min_p <= 0.0))
+def _scan_tile(
+    row_ptr,
+    vocab,
+    base,
+    t,
+    best_v,
+    best_t,
+    inv_t2,
+    k0,
+    k1,
+    s0,
+    s1,
+    GROUPS: tl.constexpr,
+    GREEDY: tl.constexpr,
+    MASKED: tl.constexpr,
+    FAST_LOG: tl.constexpr,
+):
+    """Fold the tile of 4 * GROUPS tokens from ``base`` into the lanes' best (score, tile)."""
+    lanes = tl.arange(0, 4 * GROUPS)
+    if MASKED:
+        logit = tl.load(row_ptr + base + lanes, mask=base + lanes < vocab, other=float("-inf"))
+    else:
+        logit = tl.load(row_ptr + base + lanes)
+    logit = logit.to(tl.float32)
+    if GREEDY:
+        score = logit
+    else:
+        # A masked token's -inf stays -inf: the noise is finite.
+        bits = _group_bits(base // 4 + tl.arange(0, GROUPS), k0, k1, s0, s1, 0)
+        score = logit * inv_t2 + _gumbel2(bits, FAST_LOG)
+    take = score > best_v
+    return tl.where(take, score, best_v), tl.where(take, t, best_t)
 
 
 @triton.jit
+def _scan_slice(
+    row_ptr,
+    vocab,
+    part,
+    inv_t2,
+    k0,
+    k1,
+    s0,
+    s1,
+    SLICE: tl.constexpr,
+    GROUPS: tl.constexpr,
+    GREEDY: tl.constexpr,
+    MASKED: tl.constexpr,
+    FAST_LOG: tl.constexpr,
+):
+    """Best (score, id) of one slice: score = logit * inv_t2 + noise (logit alone if GREEDY).
+
+    Each lane sees its tokens in increasing order, so a strict '>' keeps the lowest id of a
+    tie; the final reduction breaks ties across lanes by id. Full slices unroll their tiles;
+    the row's last, partial slice loops (it would otherwise set the register budget).
+    """
+    best_v = tl.full([4 * GROUPS], float("-inf"), tl.float32)
+    best_t = tl.zeros([4 * GROUPS], tl.int32)
+    if MASKED:
+        for t in range(SLICE // (4 * GROUPS)):
+            best_v, best_t = _scan_tile(
+                row_ptr,
+                vocab,
+                part * SLICE + t * (4 * GROUPS),
+                t,
+                best_v,
+                best_t,
+                inv_t2,
+                k0,
+                k1,
+                s0,
+                s1,
+                GROUPS,
+                GREEDY,
+                MASKED,
+                FAST_LOG,
+            )
+    else:
+        for t in tl.static_range(SLICE // (4 * GROUPS)):
+            best_v, best_t = _scan_tile(
+                row_ptr,
+                vocab,
+                part * SLICE + t * (4 * GROUPS),
+                t,
+                best_v,
+                best_t,
+                inv_t2,
+                k0,
+                k1,
+                s0,
+                s1,
+                GROUPS,
+                GREEDY,
+                MASKED,
+                FAST_LOG,
+            )
+    ids = part * SLICE + best_t * (4 * GROUPS) + tl.arange(0, 4 * GROUPS)
+    # (highest score, lowest id): two plain reductions cost less than one over pairs.
+    v = tl.max(best_v, 0)
+    return v, tl.min(tl.where(best_v == v, ids, 2147483647), 0)
+
+
+@triton.jit
+def _group_max_keys(
+    row_ptr, vocab, part, SLICE: tl.constexpr, GW: tl.constexpr, MASKED: tl.constexpr
+):
+    """Ordered key of the maximum of each group of GW tokens of the slice; 0 (below every
+    float) for groups past the end of the row."""
+    g = tl.arange(0, SLICE // GW)
+    tok = part * SLICE + g[:, None] * GW + tl.arange(0, GW)[None, :]
+    if MASKED:
+        x = tl.load(row_ptr + tok, mask=tok < vocab, other=float("-inf"))
+    else:
+        x = tl.load(row_ptr + tok)
+    key = _ordered_key(tl.max(x.to(tl.float32), 1))
+    if MASKED:
+        key = tl.where(part * SLICE + g * GW < vocab, key, 0)
+    return key
+
+
+@triton.jit(do_not_specialize=_PARAMS)
 def slice_kernel(
     logits_ptr,
     row_stride,
     vocab,
-    seeds_ptr,
-    steps_ptr,
-    temp_ptr,
-    top_k_ptr,
-    top_p_ptr,
-    min_p_ptr,
-    part_val_ptr,
-    part_idx_ptr,
-    n_slices,
+    seeds,
+    steps,
+    temps,
+    top_ks,
+    top_ps,
+    min_ps,
+    ws_ptr,
+    MODES: tl.constexpr,
     SLICE: tl.constexpr,
     GROUPS: tl.constexpr,
+    GW: tl.constexpr,
+    SLICES_POW2: tl.constexpr,
+    WS_ROW: tl.constexpr,
+    K_FAST: tl.constexpr,
+    FAST_LOG: tl.constexpr,
 ):
-    """Best (score, id) of one slice of one unfiltered row; filtered rows are skipped."""
+    """One slice of one row: the partial argmax of an unfiltered row, or the group maxima of
+    a top-k row. Workspace row: [SLICES_POW2 int64 partials | group-max keys (uint32) | ...]."""
     row = tl.program_id(0).to(tl.int64)
     part = tl.program_id(1)
-    temp = tl.load(temp_ptr + row)
-    pure = _is_pure(
-        temp, tl.load(top_k_ptr + row), tl.load(top_p_ptr + row), tl.load(min_p_ptr + row), vocab
+    seed, step, temp, top_k, top_p, min_p = _row_params(
+        seeds, steps, temps, top_ks, top_ps, min_ps, row, MODES
     )
-    if pure:
-        k0, k1, s0, s1 = _row_key(seeds_ptr, steps_ptr, row)
-        inv_t = (1.0 / tl.where(temp > 0.0, temp, 1.0)).to(tl.float32)
-        row_ptr = logits_ptr + row * row_stride
-        groups = tl.arange(0, GROUPS)
-        lanes = tl.arange(0, 4 * GROUPS)
-        best_v = tl.full([4 * GROUPS], float("-inf"), tl.float32)
-        best_i = tl.full([4 * GROUPS], _INT32_MAX, tl.int32)
-        for step in tl.range(0, SLICE // (4 * GROUPS)):
-            base = part * SLICE + step * (4 * GROUPS)
-            tok = base + lanes
-            valid = tok < vocab
-            logit = tl.load(row_ptr + tok, mask=valid, other=float("-inf")).to(tl.float32)
-            if temp > 0.0:
-                noise = _gumbel(_group_bits(base // 4 + groups, k0, k1, s0, s1, 0))
-                score = logit * inv_t + noise
+    cls = _row_class(temp, top_k, top_p, min_p, vocab, K_FAST)
+    row_ptr = logits_ptr + row * row_stride
+    ws_row = ws_ptr + row * WS_ROW
+    masked = (part + 1) * SLICE > vocab
+    if cls == 0:
+        k0, k1, s0, s1 = _key_words(seed, step)
+        inv_t2 = (1.0 / tl.where(temp > 0.0, temp, 1.0) * 1.4426950408889634).to(tl.float32)
+        if temp > 0.0:
+            if masked:
+                v, i = _scan_slice(
+                    row_ptr,
+                    vocab,
+                    part,
+                    inv_t2,
+                    k0,
+                    k1,
+                    s0,
+                    s1,
+                    SLICE,
+                    GROUPS,
+                    False,
+                    True,
+                    FAST_LOG,
+                )
+                tl.store(ws_row + part, _pack(_ordered_key(v), i))
             else:
-                score = logit
-            score = tl.where(valid, score, float("-inf"))
-            tok = tl.where(valid, tok, _INT32_MAX)
-            take = (score > best_v) | ((score == best_v) & (tok < best_i))
-            best_v = tl.where(take, score, best_v)
-            best_i = tl.where(take, tok, best_i)
-        v, i = tl.reduce((best_v, best_i), 0, _argmax_combine)
-        tl.store(part_val_ptr + row * n_slices + part, v)
-        tl.store(part_idx_ptr + row * n_slices + part, i)
+                v, i = _scan_slice(
+                    row_ptr,
+                    vocab,
+                    part,
+                    inv_t2,
+                    k0,
+                    k1,
+                    s0,
+                    s1,
+                    SLICE,
+                    GROUPS,
+                    False,
+                    False,
+                    FAST_LOG,
+                )
+                tl.store(ws_row + part, _pack(_ordered_key(v), i))
+        else:
+            if masked:
+                v, i = _scan_slice(
+                    row_ptr,
+                    vocab,
+                    part,
+                    inv_t2,
+                    k0,
+                    k1,
+                    s0,
+                    s1,
+                    SLICE,
+                    GROUPS,
+                    True,
+                    True,
+                    FAST_LOG,
+                )
+                tl.store(ws_row + part, _pack(_ordered_key(v), i))
+            else:
+                v, i = _scan_slice(
+                    row_ptr,
+                    vocab,
+                    part,
+                    inv_t2,
+                    k0,
+                    k1,
+                    s0,
+                    s1,
+                    SLICE,
+                    GROUPS,
+                    True,
+                    False,
+                    FAST_LOG,
+                )
+                tl.store(ws_row + part, _pack(_ordered_key(v), i))
+    elif cls == 1:
+        tm_ptr = (ws_row + SLICES_POW2).to(tl.pointer_type(tl.int32))
+        g = tl.arange(0, SLICE // GW)
+        if masked:
+            key = _group_max_keys(row_ptr, vocab, part, SLICE, GW, True)
+        else:
+            key = _group_max_keys(row_ptr, vocab, part, SLICE, GW, False)
+        tl.store(tm_ptr + part * (SLICE // GW) + g, key.to(tl.int32, bitcast=True))
 
 
 @triton.jit
@@ -178,11 +463,26 @@ def bits_kernel(out_ptr, vocab, seeds_ptr, steps_ptr, stream, GROUPS: tl.constex
     """Debug entry: the raw uint32 word of every token of every row, as the samplers draw it."""
     row = tl.program_id(0).to(tl.int64)
     part = tl.program_id(1)
-    k0, k1, s0, s1 = _row_key(seeds_ptr, steps_ptr, row)
+    k0, k1, s0, s1 = _key_words(tl.load(seeds_ptr + row), tl.load(steps_ptr + row))
     g = part * GROUPS + tl.arange(0, GROUPS)
     tok = part * (4 * GROUPS) + tl.arange(0, 4 * GROUPS)
     x = _group_bits(g, k0, k1, s0, s1, (tl.zeros([], tl.int64) + stream).to(tl.uint32))
     tl.store(out_ptr + row * vocab + tok, x.to(tl.int32, bitcast=True), mask=tok < vocab)
+
+
+@triton.jit
+def _kth_floor(keys, k):
+    """A key <= the k-th largest of ``keys`` (uint32, 1 <= k <= len): the k-th largest's top
+    16 bits, found by a bitwise search, with the low 16 bits cleared."""
+    hi = keys >> 16
+    p = tl.zeros([], tl.uint32)
+    bit = tl.full([], 0x8000, tl.uint32)
+    for _ in range(16):
+        cand = p | bit
+        n = tl.sum((hi >= cand).to(tl.int32), 0)
+        p = tl.where(n >= k, cand, p)
+        bit = bit >> 1
+    return p << 16
 
 
 @triton.jit
@@ -216,7 +516,7 @@ def _bisect_prefix(
     bit = tl.full([], 0x80000000, tl.uint32)
     for _ in range(32):
         cand = key | bit
-        c, m = _count_mass(row_ptr, vocab, row_max, inv_t, cut_key, cut_id, cand, _INT32_MAX, LANES)
+        c, m = _count_mass(row_ptr, vocab, row_max, inv_t, cut_key, cut_id, cand, 2147483647, LANES)
         if (c >= need_count) & (m >= need_mass):
             key = cand
         bit = bit >> 1
@@ -235,14 +535,26 @@ def _bisect_prefix(
 
 @triton.jit
 def _sample_kept(
-    row_ptr, vocab, inv_t, row_max, log_min_p, k0, k1, s0, s1, cut_key, cut_id, GROUPS: tl.constexpr
+    row_ptr,
+    vocab,
+    inv_t,
+    row_max,
+    log_min_p,
+    k0,
+    k1,
+    s0,
+    s1,
+    cut_key,
+    cut_id,
+    GROUPS: tl.constexpr,
+    FAST_LOG: tl.constexpr,
 ):
     """Gumbel-max over the row, keeping tokens in the cut prefix with (l - max) / T >= log min_p."""
     groups = tl.arange(0, GROUPS)
     lanes = tl.arange(0, 4 * GROUPS)
-    inv_t32 = inv_t.to(tl.float32)
+    inv_t2 = (inv_t * 1.4426950408889634).to(tl.float32)
     best_v = tl.full([4 * GROUPS], float("-inf"), tl.float32)
-    best_i = tl.full([4 * GROUPS], _INT32_MAX, tl.int32)
+    best_i = tl.full([4 * GROUPS], 2147483647, tl.int32)
     for base in range(0, vocab, 4 * GROUPS):
         tok = base + lanes
         valid = tok < vocab
@@ -250,9 +562,9 @@ def _sample_kept(
         key = _ordered_key(logit)
         keep = valid & _in_prefix(key, tok, cut_key, cut_id)
         keep = keep & ((logit.to(tl.float64) - row_max) * inv_t >= log_min_p)
-        noise = _gumbel(_group_bits(base // 4 + groups, k0, k1, s0, s1, 0))
-        score = tl.where(keep, logit * inv_t32 + noise, float("-inf"))
-        tok = tl.where(keep, tok, _INT32_MAX)
+        noise = _gumbel2(_group_bits(base // 4 + groups, k0, k1, s0, s1, 0), FAST_LOG)
+        score = tl.where(keep, logit * inv_t2 + noise, float("-inf"))
+        tok = tl.where(keep, tok, 2147483647)
         take = (score > best_v) | ((score == best_v) & (tok < best_i))
         best_v = tl.where(take, score, best_v)
         best_i = tl.where(take, tok, best_i)
@@ -260,85 +572,102 @@ def _sample_kept(
     return i
 
 
-@triton.jit
+@triton.jit(do_not_specialize=_PARAMS)
 def row_kernel(
     logits_ptr,
     row_stride,
     vocab,
-    seeds_ptr,
-    steps_ptr,
-    temp_ptr,
-    top_k_ptr,
-    top_p_ptr,
-    min_p_ptr,
-    part_val_ptr,
-    part_idx_ptr,
-    n_slices,
-    scratch_ptr,
+    seeds,
+    steps,
+    temps,
+    top_ks,
+    top_ps,
+    min_ps,
+    ws_ptr,
     out_ptr,
+    n_slices,
+    MODES: tl.constexpr,
+    SLICE: tl.constexpr,
+    GW: tl.constexpr,
     SLICES_POW2: tl.constexpr,
+    WS_ROW: tl.constexpr,
     LANES: tl.constexpr,
+    G_CAP: tl.constexpr,
+    G_CHUNK: tl.constexpr,
     CAP: tl.constexpr,
     K_FAST: tl.constexpr,
     GROUPS: tl.constexpr,
+    FAST_LOG: tl.constexpr,
 ):
     """One row's token: reduce the slice partials of an unfiltered row, or sample a filtered one.
 
-    Filtered rows, fast path (1 <= top_k <= K_FAST): pass 1 takes LANES lane maxima; the
-    k-th largest of them is a lower bound of the k-th largest logit, so pass 2 gathers every
-    logit at or above it (at most CAP) and the rest happens on that small sorted set, with
-    float64 masses. Other filtered rows (top_p or min_p without top_k, many ties) find their
-    cut by bitwise search over the row, then draw over the whole row.
+    Filtered rows, fast path (1 <= top_k <= K_FAST): a floor F <= the k-th largest group
+    maximum (so <= the k-th largest logit) from the slices' group maxima; the groups whose
+    maximum reaches F (at most G_CAP) are read again and every logit >= F in them (at most
+    CAP) is kept, sorted by (logit desc, id asc); top-k, top-p (float64 masses, renormalised
+    over the top k) and min-p then cut that sorted set, and the Gumbel draw runs over it.
+    Other filtered rows, and fast rows that overflow a cap (e.g. many tied logits), find
+    their cut by a bitwise search over (ordered float key, token id), one pass over the row
+    per step, then draw over the whole row: exact, slower.
     """
     row = tl.program_id(0).to(tl.int64)
-    temp = tl.load(temp_ptr + row)
-    top_k = tl.load(top_k_ptr + row)
-    top_p = tl.load(top_p_ptr + row)
-    min_p = tl.load(min_p_ptr + row)
-    if _is_pure(temp, top_k, top_p, min_p, vocab):
+    seed, step, temp, top_k, top_p, min_p = _row_params(
+        seeds, steps, temps, top_ks, top_ps, min_ps, row, MODES
+    )
+    cls = _row_class(temp, top_k, top_p, min_p, vocab, K_FAST)
+    ws_row = ws_ptr + row * WS_ROW
+    if cls == 0:
         offs = tl.arange(0, SLICES_POW2)
-        there = offs < n_slices
-        v = tl.load(part_val_ptr + row * n_slices + offs, mask=there, other=float("-inf"))
-        i = tl.load(part_idx_ptr + row * n_slices + offs, mask=there, other=_INT32_MAX)
-        _, token = tl.reduce((v, i), 0, _argmax_combine)
-        tl.store(out_ptr + row, token.to(tl.int64))
+        packed = tl.load(ws_row + offs, mask=offs < n_slices, other=-(2**63))
+        tl.store(out_ptr + row, _unpack_id(tl.max(packed, 0)).to(tl.int64))
     else:
-        k0, k1, s0, s1 = _row_key(seeds_ptr, steps_ptr, row)
+        NG: tl.constexpr = SLICE // GW
+        k0, k1, s0, s1 = _key_words(seed, step)
         row_ptr = logits_ptr + row * row_stride
         inv_t = 1.0 / temp  # float64
-        lanes = tl.arange(0, LANES)
-        lane_max = tl.full([LANES], float("-inf"), tl.float32)
-        for base in range(0, vocab, LANES):
-            ids = base + lanes
-            logit = tl.load(row_ptr + ids, mask=ids < vocab, other=float("-inf"))
-            lane_max = tl.maximum(lane_max, logit.to(tl.float32))
-        row_max = tl.max(lane_max, 0)
-        k_on = (top_k > 0) & (top_k < vocab)
-        count = tl.full([], CAP + 1, tl.int32)
-        if k_on & (top_k <= K_FAST):
-            ranked = tl.sort(lane_max, descending=True)
-            floor = tl.max(tl.where(lanes == top_k - 1, ranked, float("-inf")), 0)
-            count = tl.zeros([], tl.int32)
-            for base in range(0, vocab, LANES):
-                ids = base + lanes
-                valid = ids < vocab
-                logit = tl.load(row_ptr + ids, mask=valid, other=float("-inf")).to(tl.float32)
-                hit = valid & (logit >= floor)
-                pos = count + tl.cumsum(hit.to(tl.int32), 0) - 1
-                # (key, ~id) as one signed int64: sorting it descending ranks by (l desc, id asc).
-                key = (_ordered_key(logit) ^ 0x80000000).to(tl.int32, bitcast=True)
-                packed = (key.to(tl.int64) << 32) | (ids.to(tl.int64) ^ 0xFFFFFFFF)
-                tl.store(scratch_ptr + row * CAP + pos, packed, mask=hit & (pos < CAP))
-                count += tl.sum(hit.to(tl.int32), 0)
+        inv_t2 = (inv_t * 1.4426950408889634).to(tl.float32)
         log_min_p = tl.where(min_p > 0.0, tl.log(tl.where(min_p > 0.0, min_p, 1.0)), float("-inf"))
+        cand_ptr = ws_row + SLICES_POW2 + SLICES_POW2 * NG // 2 + G_CAP // 2
+        count = tl.full([], CAP + 1, tl.int32)
+        row_max = tl.full([], float("-inf"), tl.float32)
+        if cls == 1:
+            tm_ptr = (ws_row + SLICES_POW2).to(tl.pointer_type(tl.int32))
+            grp_ptr = (ws_row + SLICES_POW2 + SLICES_POW2 * NG // 2).to(tl.pointer_type(tl.int32))
+            offs = tl.arange(0, SLICES_POW2 * NG)
+            tmk = tl.load(tm_ptr + offs, mask=offs < n_slices * NG, other=0)
+            tmk = tmk.to(tl.uint32, bitcast=True)
+            floor = _kth_floor(tmk, top_k)
+            qual = tmk >= floor
+            n_groups = tl.sum(qual.to(tl.int32), 0)
+            if n_groups <= G_CAP:
+                pos = tl.cumsum(qual.to(tl.int32), 0) - 1
+                tl.store(grp_ptr + pos, offs, mask=qual)
+                tl.debug_barrier()
+                n_cand = tl.zeros([], tl.int32)
+                for first in range(0, n_groups, G_CHUNK):
+                    gi = first + tl.arange(0, G_CHUNK)
+                    grp = tl.load(grp_ptr + gi, mask=gi < n_groups, other=0)
+                    tok = grp[:, None] * GW + tl.arange(0, GW)[None, :]
+                    valid = (gi < n_groups)[:, None] & (tok < vocab)
+                    logit = tl.load(row_ptr + tok, mask=valid, other=float("-inf"))
+                    key = _ordered_key(logit.to(tl.float32))
+                    hit = (valid & (key >= floor)).to(tl.int32)
+                    per_group = tl.sum(hit, 1)
+                    start = n_cand + tl.cumsum(per_group, 0) - per_group
+                    pos2 = start[:, None] + tl.cumsum(hit, 1) - 1
+                    tl.store(cand_ptr + pos2, _pack(key, tok), mask=(hit != 0) & (pos2 < CAP))
+                    n_cand += tl.sum(per_group, 0)
+                tl.debug_barrier()
+                if n_cand <= CAP:
+                    count = n_cand
+                    row_max = _key_value(tl.max(tmk, 0))
         if count <= CAP:
             rank = tl.arange(0, CAP)
             there = rank < count
-            packed = tl.load(scratch_ptr + row * CAP + rank, mask=there, other=-(2**63))
+            packed = tl.load(cand_ptr + rank, mask=there, other=-(2**63))
             packed = tl.sort(packed, descending=True)
-            key = ((packed >> 32).to(tl.int32) ^ -2147483648).to(tl.uint32, bitcast=True)
-            ids = ((packed & 0xFFFFFFFF) ^ 0xFFFFFFFF).to(tl.int32)
-            logit = _key_value(key)
+            ids = _unpack_id(packed)
+            logit = _key_value(_unpack_key(packed))
             rel = (logit.to(tl.float64) - row_max) * inv_t
             keep = there & (rank < top_k)
             e = tl.where(keep, tl.exp(rel), 0.0)
@@ -347,19 +676,28 @@ def row_kernel(
                 before = tl.cumsum(e, 0) - e
                 keep = keep & ((rank == 0) | (before < top_p * total))
             keep = keep & (rel >= log_min_p)
-            noise = _gumbel(_token_bits(ids, k0, k1, s0, s1))
-            score = tl.where(keep, logit * inv_t.to(tl.float32) + noise, float("-inf"))
-            ids = tl.where(keep, ids, _INT32_MAX)
+            noise = _gumbel2(_token_bits(ids, k0, k1, s0, s1), FAST_LOG)
+            score = tl.where(keep, logit * inv_t2 + noise, float("-inf"))
+            ids = tl.where(keep, ids, 2147483647)
             _, token = tl.reduce((score, ids), 0, _argmax_combine)
+            tl.store(out_ptr + row, token.to(tl.int64))
         else:
+            lanes = tl.arange(0, LANES)
+            lane_max = tl.full([LANES], float("-inf"), tl.float32)
+            for base in range(0, vocab, LANES):
+                ids = base + lanes
+                logit = tl.load(row_ptr + ids, mask=ids < vocab, other=float("-inf"))
+                lane_max = tl.maximum(lane_max, logit.to(tl.float32))
+            row_max = tl.max(lane_max, 0)
+            k_on = (top_k > 0) & (top_k < vocab)
             cut_key = tl.zeros([], tl.uint32)
-            cut_id = tl.full([], _INT32_MAX, tl.int32)
+            cut_id = tl.full([], 2147483647, tl.int32)
             if k_on:
                 cut_key, cut_id = _bisect_prefix(
                     row_ptr, vocab, row_max, inv_t, cut_key, cut_id, top_k, 0.0, LANES
                 )
             p_key = tl.zeros([], tl.uint32)
-            p_id = tl.full([], _INT32_MAX, tl.int32)
+            p_id = tl.full([], 2147483647, tl.int32)
             if top_p < 1.0:
                 _, total = _count_mass(
                     row_ptr, vocab, row_max, inv_t, cut_key, cut_id, p_key, p_id, LANES
@@ -371,6 +709,18 @@ def row_kernel(
                 cut_key = p_key
                 cut_id = p_id
             token = _sample_kept(
-                row_ptr, vocab, inv_t, row_max, log_min_p, k0, k1, s0, s1, cut_key, cut_id, GROUPS
+                row_ptr,
+                vocab,
+                inv_t,
+                row_max,
+                log_min_p,
+                k0,
+                k1,
+                s0,
+                s1,
+                cut_key,
+                cut_id,
+                GROUPS,
+                FAST_LOG,
             )
-        tl.store(out_ptr + row, token.to(tl.int64))
+            tl.store(out_ptr + row, token.to(tl.int64))

@@ -3,10 +3,17 @@
 Same contract as the CPU reference ``sampler.sample`` (sampler/README.md): per-row seeds
 and steps key a Philox4x32-10 stream, filters are row-local, the draw is Gumbel-max.
 Needs the ``[gpu]`` extra (torch, triton); ``import sampler`` never imports this module.
+
+``sample`` never waits for the device (no ``.item()``, no data-dependent shapes) and builds
+no per-call parameter tensors: a scalar parameter travels as a kernel argument, a tensor
+parameter is read in place by the kernels. It is two kernel launches and two allocations,
+so it can be captured in a CUDA graph.
 """
 
 from __future__ import annotations
 
+import os
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TypeAlias
@@ -19,21 +26,29 @@ from sampler import _triton_kernels as _k
 __all__ = ["KernelConfig", "DEFAULT_CONFIG", "sample", "stream_bits"]
 
 PerRow: TypeAlias = "torch.Tensor | Sequence[float] | float | int"
+# A kernel argument for one per-row parameter: a tensor, or a scalar's int64 bits.
+_Arg: TypeAlias = "torch.Tensor | int"
 
 _LOGIT_DTYPES = (torch.float32, torch.bfloat16, torch.float16)
+# Triton's interpreter (TRITON_INTERPRET=1, used by CI) runs no PTX: tl.log2 stands in for
+# the hardware lg2.approx there.
+_FAST_LOG = os.environ.get("TRITON_INTERPRET", "0").lower() not in ("1", "true", "on", "yes")
 
 
 @dataclass(frozen=True)
 class KernelConfig:
     """Launch constants. None of them may depend on the batch size (batch invariance)."""
 
-    slice_size: int = 8192  # tokens per program of an unfiltered row
-    groups: int = 512  # Philox groups (4 tokens each) per tile
+    slice_size: int = 8192  # tokens per program of the slice kernel
+    groups: int = 512  # Philox groups (4 tokens each) per tile of an unfiltered row
     slice_warps: int = 8
-    lanes: int = 2048  # tokens per step of a filtered row's passes
-    cap: int = 512  # most candidates a filtered row's fast path sorts
-    k_fast: int = 128  # largest top_k served by the fast path
-    row_warps: int = 4
+    group_width: int = 64  # tokens per group maximum of a top-k row
+    group_cap: int = 256  # most groups a top-k row's candidate pass reads again
+    group_chunk: int = 32  # groups read again per step of that pass
+    cap: int = 512  # most candidates a top-k row sorts
+    k_fast: int = 128  # largest top_k served by the candidate path
+    lanes: int = 2048  # tokens per step of the exact fallback's passes
+    row_warps: int = 8
 
 
 DEFAULT_CONFIG = KernelConfig()
@@ -52,8 +67,10 @@ def sample(
 ) -> torch.Tensor:
     """One token id per row of ``logits`` [B, V] (float32, bfloat16 or float16): int64 [B].
 
-    Per-row parameters are scalars or tensors of length B; their values are trusted
-    (the engine validates requests), so nothing here waits for the device.
+    Per-row parameters are scalars, or tensors of length B (or 0-d) of any integer
+    (seeds, steps, top_k) or floating (temperature, top_p, min_p) dtype, read in place;
+    their values are trusted (the engine validates requests), so nothing here waits for
+    the device.
     """
     if logits.ndim != 2 or logits.shape[1] == 0:
         raise ValueError(f"logits must have shape [B, V] with V >= 1, got {tuple(logits.shape)}")
@@ -63,48 +80,67 @@ def sample(
         logits = logits.contiguous()
     rows, vocab = logits.shape
     dev = logits.device
-    seed_t = _per_row(seeds, rows, torch.int64, dev, "seeds")
-    step_t = _per_row(steps, rows, torch.int64, dev, "steps")
-    temp_t = _per_row(temperature, rows, torch.float64, dev, "temperature")
-    k_t = _per_row(top_k, rows, torch.int64, dev, "top_k")
-    p_t = _per_row(top_p, rows, torch.float64, dev, "top_p")
-    m_t = _per_row(min_p, rows, torch.float64, dev, "min_p")
+    args: list[_Arg] = []
+    modes = 0
+    for i, (value, is_float, name) in enumerate(
+        (
+            (seeds, False, "seeds"),
+            (steps, False, "steps"),
+            (temperature, True, "temperature"),
+            (top_k, False, "top_k"),
+            (top_p, True, "top_p"),
+            (min_p, True, "min_p"),
+        )
+    ):
+        arg, mode = _param(value, rows, is_float, dev, name)
+        args.append(arg)
+        modes |= mode << (2 * i)
     out = torch.empty(rows, dtype=torch.int64, device=dev)
     if rows == 0:
         return out
-    n_slices = triton.cdiv(vocab, config.slice_size)
-    part_val = torch.empty((rows, n_slices), dtype=torch.float32, device=dev)
-    part_idx = torch.empty((rows, n_slices), dtype=torch.int32, device=dev)
-    scratch = torch.empty((rows, config.cap), dtype=torch.int64, device=dev)
-    params = (seed_t, step_t, temp_t, k_t, p_t, m_t)
+    cfg = config
+    n_slices = triton.cdiv(vocab, cfg.slice_size)
+    slices_pow2 = triton.next_power_of_2(n_slices)
+    groups_per_slice = cfg.slice_size // cfg.group_width
+    ws_row = slices_pow2 + slices_pow2 * groups_per_slice // 2 + cfg.group_cap // 2 + cfg.cap
+    ws = torch.empty(rows * ws_row, dtype=torch.int64, device=dev)
     _k.slice_kernel[(rows, n_slices)](
         logits,
         logits.stride(0),
         vocab,
-        *params,
-        part_val,
-        part_idx,
-        n_slices,
-        SLICE=config.slice_size,
-        GROUPS=config.groups,
-        num_warps=config.slice_warps,
+        *args,
+        ws,
+        MODES=modes,
+        SLICE=cfg.slice_size,
+        GROUPS=cfg.groups,
+        GW=cfg.group_width,
+        SLICES_POW2=slices_pow2,
+        WS_ROW=ws_row,
+        K_FAST=cfg.k_fast,
+        FAST_LOG=_FAST_LOG,
+        num_warps=cfg.slice_warps,
     )
     _k.row_kernel[(rows,)](
         logits,
         logits.stride(0),
         vocab,
-        *params,
-        part_val,
-        part_idx,
-        n_slices,
-        scratch,
+        *args,
+        ws,
         out,
-        SLICES_POW2=triton.next_power_of_2(n_slices),
-        LANES=config.lanes,
-        CAP=config.cap,
-        K_FAST=config.k_fast,
-        GROUPS=config.groups,
-        num_warps=config.row_warps,
+        n_slices,
+        MODES=modes,
+        SLICE=cfg.slice_size,
+        GW=cfg.group_width,
+        SLICES_POW2=slices_pow2,
+        WS_ROW=ws_row,
+        LANES=cfg.lanes,
+        G_CAP=cfg.group_cap,
+        G_CHUNK=cfg.group_chunk,
+        CAP=cfg.cap,
+        K_FAST=cfg.k_fast,
+        GROUPS=cfg.groups,
+        FAST_LOG=_FAST_LOG,
+        num_warps=cfg.row_warps,
     )
     return out
 
@@ -136,15 +172,31 @@ def stream_bits(
     return out.to(torch.int64) & 0xFFFFFFFF
 
 
-def _per_row(
-    value: PerRow, rows: int, dtype: torch.dtype, device: torch.device, name: str
-) -> torch.Tensor:
+def _param(
+    value: PerRow, rows: int, is_float: bool, device: torch.device, name: str
+) -> tuple[_Arg, int]:
+    """(kernel argument, mode): mode 0 a scalar (int64 bits of a float64 when is_float),
+    1 a length-``rows`` tensor, 2 a one-element (0-d) tensor."""
     if isinstance(value, torch.Tensor):
         if value.ndim == 0:
-            return value.to(device=device, dtype=dtype).expand(rows).contiguous()
-        if value.shape != (rows,):
+            mode = 2
+        elif value.shape == (rows,):
+            mode = 1
+        else:
             raise ValueError(f"{name} must be a scalar or have length {rows}")
-        return value.to(device=device, dtype=dtype).contiguous()
+        if value.is_floating_point() != is_float or value.is_complex() or value.dtype == torch.bool:
+            value = value.to(torch.float64 if is_float else torch.int64)
+        if value.device != device:
+            value = value.to(device)
+        if mode == 1 and value.stride(0) != 1:
+            value = value.contiguous()
+        return value, mode
     if isinstance(value, int | float):
-        return torch.full((rows,), value, dtype=dtype, device=device)
-    return _per_row(torch.tensor(value, dtype=dtype), rows, dtype, device, name)
+        if is_float:
+            bits: int = struct.unpack("<q", struct.pack("<d", float(value)))[0]
+            return bits, 0
+        if not -(2**63) <= int(value) < 2**63:
+            raise ValueError(f"{name} must fit in int64, got {value}")
+        return int(value), 0
+    dtype = torch.float64 if is_float else torch.int64
+    return _param(torch.tensor(value, dtype=dtype), rows, is_float, device, name)

@@ -27,7 +27,20 @@ from sampler import triton_sampler as ts  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 # Small launch constants so the interpreter stays quick; the code paths are the same.
-SMALL = ts.KernelConfig(slice_size=256, groups=32, lanes=128, cap=64, k_fast=16)
+SMALL = ts.KernelConfig(
+    slice_size=256,
+    groups=32,
+    group_width=16,
+    group_cap=32,
+    group_chunk=8,
+    lanes=128,
+    cap=64,
+    k_fast=16,
+)
+# The same, with every filtered row on the exact fallback (no top-k candidate path).
+SMALL_FALLBACK = ts.KernelConfig(
+    slice_size=256, groups=32, group_width=16, group_cap=32, lanes=128, cap=64, k_fast=0
+)
 VOCAB = 300
 
 SEEDS = [0, -1, 1234, 2**63 - 1, -(2**63), 987654321987]
@@ -44,13 +57,15 @@ def _logits(rows: int, vocab: int, seed: int) -> npt.NDArray[np.float32]:
     return out
 
 
-def _gpu_sample(logits: npt.NDArray[np.float32], **params: Any) -> npt.NDArray[np.int64]:
+def _gpu_sample(
+    logits: npt.NDArray[np.float32], config: Any = SMALL, **params: Any
+) -> npt.NDArray[np.int64]:
     rows = logits.shape[0]
     tokens = ts.sample(
         torch.from_numpy(logits).to(DEVICE),
         seeds=_tensor(SEEDS[:rows], torch.int64),
         steps=_tensor(STEPS[:rows], torch.int64),
-        config=SMALL,
+        config=config,
         **params,
     )
     assert tokens.dtype == torch.int64
@@ -102,6 +117,65 @@ def test_exact_ties_go_to_the_lowest_id(params: dict[str, Any]) -> None:
     logits = rng.integers(0, 4, size=(len(SEEDS), VOCAB)).astype(np.float32)
     expected = sampler.sample(logits, seeds=SEEDS, steps=STEPS, **params)
     assert _gpu_sample(logits, **params).tolist() == expected.tolist()
+
+
+@pytest.mark.parametrize(
+    "params", [{"top_k": 15}, {"top_k": 12, "top_p": 0.7}, {"top_k": 16, "min_p": 0.5}]
+)
+def test_ties_at_the_top_k_boundary_on_the_candidate_path(params: dict[str, Any]) -> None:
+    # Few candidates (so the top-k candidate path takes them), with exact ties across the
+    # k-th place: top_k keeps the lowest ids among the tied logits.
+    rng = np.random.default_rng(13)
+    logits = (rng.normal(size=(len(SEEDS), VOCAB)) * 0.1 - 5.0).astype(np.float32)
+    for row in logits:
+        spots = rng.permutation(VOCAB)[:20]
+        row[spots[:10]] = 3.0
+        row[spots[10:]] = 2.0
+    expected = sampler.sample(logits, seeds=SEEDS, steps=STEPS, **params)
+    assert _gpu_sample(logits, **params).tolist() == expected.tolist()
+    assert _gpu_sample(logits, SMALL_FALLBACK, **params).tolist() == expected.tolist()
+
+
+CANDIDATE_PATH = [p for p in FILTERS if 0 < p.get("top_k", 0) <= SMALL.k_fast]
+
+
+@pytest.mark.parametrize("params", CANDIDATE_PATH, ids=[str(p) for p in CANDIDATE_PATH])
+def test_candidate_path_and_exact_fallback_agree(params: dict[str, Any]) -> None:
+    logits = _logits(len(SEEDS), VOCAB, seed=21)
+    fast = _gpu_sample(logits, **params)
+    assert _gpu_sample(logits, SMALL_FALLBACK, **params).tolist() == fast.tolist()
+
+
+def test_scalar_and_tensor_parameters_draw_the_same() -> None:
+    # A Python scalar travels as a kernel argument (a float as its float64 bits); a tensor
+    # is read in place, whatever its dtype; a 0-d tensor is broadcast.
+    logits = _logits(len(SEEDS), VOCAB, seed=17)
+    rows = len(SEEDS)
+    scalars: dict[str, Any] = {"temperature": 0.7, "top_k": 9, "top_p": 0.8, "min_p": 0.05}
+    expected = sampler.sample(logits, seeds=SEEDS, steps=STEPS, **scalars).tolist()
+    assert _gpu_sample(logits, **scalars).tolist() == expected
+    full = {
+        "temperature": _tensor([0.7] * rows, torch.float64),
+        "top_k": _tensor([9] * rows, torch.int32),
+        "top_p": _tensor([0.8] * rows, torch.float64),
+        "min_p": _tensor([0.05] * rows, torch.float64),
+    }
+    assert _gpu_sample(logits, **full).tolist() == expected
+    zero_d = {
+        "temperature": _tensor(0.7, torch.float64),
+        "top_k": _tensor(9, torch.int64),
+        "top_p": _tensor(0.8, torch.float64),
+        "min_p": _tensor(0.05, torch.float64),
+    }
+    assert _gpu_sample(logits, **zero_d).tolist() == expected
+    one = ts.sample(
+        torch.from_numpy(logits[:1]).to(DEVICE),
+        seeds=SEEDS[0],
+        steps=STEPS[0],
+        config=SMALL,
+        **scalars,
+    )
+    assert one.tolist() == expected[:1]
 
 
 def test_per_row_parameters_mix_paths_in_one_batch() -> None:

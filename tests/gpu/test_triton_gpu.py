@@ -193,3 +193,42 @@ def test_a_row_draws_the_same_in_any_batch(vocab: int, dtype: str) -> None:
     shuffled = _batch(order, logits, params, seeds, steps).tolist()
     assert shuffled == [everyone[r] for r in order]
     assert everyone[: len(probes)] == alone
+
+
+def test_sample_replays_inside_a_cuda_graph() -> None:
+    # No host sync and no data-dependent shape: one call captures, and replays draw what
+    # eager calls draw, after the inputs change in place (a new step, new logits).
+    rows = 64
+    rng = _rng(99)
+    x = torch.from_numpy(_logits(rows, QWEN_VOCAB, seed=99)).cuda()
+    seeds = torch.from_numpy(rng.integers(-(2**63), 2**63 - 1, size=rows, dtype=np.int64)).cuda()
+    steps = torch.from_numpy(rng.integers(0, 10_000, size=rows, dtype=np.int64)).cuda()
+    params = [PROBES[i % len(PROBES)] for i in range(rows)]
+    temps = torch.tensor([p.get("temperature", 1.0) for p in params], device="cuda")
+    top_k = torch.tensor([p.get("top_k", 0) for p in params], device="cuda")
+    top_p = torch.tensor([p.get("top_p", 1.0) for p in params], device="cuda")
+    min_p = torch.tensor([p.get("min_p", 0.0) for p in params], device="cuda")
+
+    def call(logits: Any) -> Any:
+        return ts.sample(
+            logits,
+            seeds=seeds,
+            steps=steps,
+            temperature=temps,
+            top_k=top_k,
+            top_p=top_p,
+            min_p=min_p,
+        )
+
+    static_x = x.clone()
+    call(static_x)
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = call(static_x)
+    for trial in range(3):
+        fresh = x if trial == 0 else x[torch.randperm(rows, device="cuda")]
+        static_x.copy_(fresh)
+        graph.replay()
+        assert out.tolist() == call(fresh).tolist(), trial
+        steps += 1
