@@ -96,6 +96,8 @@ class Tallies:
     in_flight: int = 0
     streams_in_flight: int = 0
     policy: tuple[str, str, float] | None = None  # path, sha256, loaded at (Unix time)
+    # By API key name (the operator names them, so the labels are bounded) and status.
+    clients: dict[tuple[str, int], int] = field(default_factory=dict)
 
     def merge(self, other: Tallies) -> None:
         """Add ``other``'s numbers to these (another worker's, for one scrape)."""
@@ -104,6 +106,7 @@ class Tallies:
         _add(self.upstream_errors, other.upstream_errors)
         _add(self.disconnects, other.disconnects)
         _add(self.reloads, other.reloads)
+        _add(self.clients, other.clients)
         for hists, others in ((self.latency, other.latency), (self.ttfb, other.ttfb)):
             for route, hist in others.items():
                 hists.setdefault(route, Histogram()).merge(hist)
@@ -161,6 +164,9 @@ class Metrics:
             model = self._model_label(exchange.model)
         key = (route, model, exchange.status or CLIENT_CLOSED)
         t.requests[key] = t.requests.get(key, 0) + 1
+        if exchange.client is not None:
+            ckey = (exchange.client, exchange.status or CLIENT_CLOSED)
+            t.clients[ckey] = t.clients.get(ckey, 0) + 1
         for outcome in exchange.outcomes:
             name = self._field_labels.get(outcome.field)
             if name is None:
@@ -300,6 +306,15 @@ def families(t: Tallies) -> Iterator[Metric]:
     for route, n in list(t.disconnects.items()):
         disconnects.add_metric([route], n)
     yield disconnects
+
+    clients = CounterMetricFamily(
+        "ft_gateway_client_requests",
+        "Requests by API key name and HTTP status (only when API keys are on).",
+        labels=["client", "status"],
+    )
+    for (client, status), n in list(t.clients.items()):
+        clients.add_metric([client, str(status)], n)
+    yield clients
 
     reloads = CounterMetricFamily(
         "ft_gateway_policy_reloads",

@@ -50,6 +50,7 @@ def encode_tallies(t: Tallies) -> bytes:
             "in_flight": t.in_flight,
             "streams_in_flight": t.streams_in_flight,
             "policy": t.policy,
+            "clients": [[*k, n] for k, n in t.clients.items()],
         }
     )
 
@@ -79,6 +80,7 @@ def decode_tallies(raw: bytes) -> Tallies:
         in_flight=int(d["in_flight"]),
         streams_in_flight=int(d["streams_in_flight"]),
         policy=(str(policy[0]), str(policy[1]), float(policy[2])) if policy else None,
+        clients={(c, int(s)): int(n) for c, s, n in d["clients"]},
     )
 
 

@@ -14,7 +14,7 @@ import pytest
 from gateway.app import create_app
 from gateway.auth import ApiKey, Keyring, hash_key, load_keyring
 from gateway.errors import AuthenticationFailed
-from gateway.exchange import Exchange
+from gateway.exchange import Exchange, Observers
 from gateway.settings import Settings, load_settings
 from gateway.yamlsource import SourceError
 from tests.servers import ServerThread
@@ -112,7 +112,7 @@ async def client(
     settings: Settings, engine: Engine, recorder: Recorder
 ) -> AsyncIterator[httpx.AsyncClient]:
     app = create_app(settings, transport=httpx.MockTransport(engine))
-    app.state.gateway.observer = recorder
+    app.state.gateway.observer = Observers(app.state.gateway.observer, recorder)
     async with app.router.lifespan_context(app):
         transport = httpx.ASGITransport(app=app)
         async with httpx.AsyncClient(transport=transport, base_url="http://gw") as c:
@@ -224,6 +224,19 @@ async def test_a_key_selects_its_policy_profile(
     assert too_many.status_code == 400
     assert too_many.json()["error"]["param"] == "n"
     assert len(engine.requests) == 1
+
+
+@pytest.mark.anyio
+async def test_metrics_count_requests_by_key_name(client: httpx.AsyncClient) -> None:
+    await client.post(CHAT, json=chat(), headers=bearer(ALICE))
+    await client.post(CHAT, json=chat(n=3), headers=bearer(ALICE))
+    await client.post(CHAT, json=chat(), headers=bearer(BATCH))
+    await client.post(CHAT, json=chat(), headers=bearer("sk-wrong"))
+    text = (await client.get("/metrics")).text
+    assert 'ft_gateway_client_requests_total{client="alice",status="200"} 1.0' in text
+    assert 'ft_gateway_client_requests_total{client="alice",status="400"} 1.0' in text
+    assert 'ft_gateway_client_requests_total{client="batch",status="200"} 1.0' in text
+    assert "sk-wrong" not in text and ALICE not in text
 
 
 def test_every_key_is_compared_in_constant_time(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -40,6 +40,7 @@ def tallies(requests: int, *, in_flight: int = 0) -> Tallies:
         in_flight=in_flight,
         streams_in_flight=in_flight,
         policy=("p.yaml", "abc", 1.5),
+        clients={("alice", 200): requests},
     )
 
 
@@ -76,6 +77,7 @@ def test_tallies_survive_the_round_trip() -> None:
     assert copy.latency[CHAT].total == original.latency[CHAT].total
     assert (copy.in_flight, copy.streams_in_flight, copy.policy) == (2, 2, ("p.yaml", "abc", 1.5))
     assert copy.reloads == original.reloads
+    assert copy.clients == original.clients
 
 
 @pytest.mark.parametrize("raw", [b"{}", b"[", b'{"requests": [[1]]}'])
@@ -109,6 +111,7 @@ async def test_a_scrape_adds_up_live_and_dead_workers(tmp_path: Path) -> None:
             ]
             assert merged.in_flight == 1 + 2  # a dead worker has nothing in flight
             assert merged.reloads["loaded"] == 3
+            assert merged.clients[("alice", 200)] == 12
             assert requests_ok((await worker.render()).decode()) == 12
     assert sorted(p.name for p in tmp_path.iterdir()) == ["101.json", "102.json", "dead-103.json"]
 
