@@ -155,7 +155,8 @@ async def processes(
             path.write_text(json.dumps(config))
             gateway = subprocess.Popen(
                 [sys.executable, "-m", "gateway", "serve", "--config", str(path)]
-                + ["--log-level", "warning"],
+                # One process: the fd, RSS and connection figures are read from its pid.
+                + ["--log-level", "warning", "--workers", "1"],
                 cwd=ROOT,
                 env=env,
                 stdout=subprocess.DEVNULL,  # the access log: a line per request
