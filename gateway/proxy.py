@@ -262,6 +262,8 @@ class ProxyEndpoint:
                     raise decision.error
                 content = request_content(raw, decision)
                 exchange.stream = decision.body.get("stream") is True
+                # Held for a stream's whole life otherwise (memory per open stream).
+                del raw, body, decision
             await self._forward(scope, receive, responder, exchange, content=content)
         except GatewayError as exc:
             exchange.error_code = exc.code
@@ -310,6 +312,7 @@ class ProxyEndpoint:
             response = await state.upstream.request(
                 scope["method"], path, headers=headers, body=content
             )
+            del content, headers  # sent: not kept for the life of a stream
             exchange.upstream_status = response.status
             try:
                 await self._answer(response, responder, exchange)
