@@ -34,7 +34,7 @@ _WIDTH = 96
 def flow(value: Any) -> str:
     """``value`` as one line of YAML flow style that reads back as the same JSON value."""
     if isinstance(value, dict):
-        return "{" + ", ".join(f"{_key(k)}: {flow(v)}" for k, v in value.items()) + "}"
+        return "{" + ", ".join(_entry(k, v) for k, v in value.items()) + "}"
     if isinstance(value, list):
         return "[" + ", ".join(flow(v) for v in value) + "]"
     if isinstance(value, float):
@@ -48,6 +48,15 @@ def flow(value: Any) -> str:
     if isinstance(value, str):
         return _key(value)
     return json.dumps(value, ensure_ascii=False)
+
+
+def _entry(key: str, value: Any) -> str:
+    text = _key(key)
+    # YAML allows an implicit key of at most 1024 characters; past that the
+    # explicit "? " form reads back the same.
+    if len(text) > 1000:
+        return f"? {text} : {flow(value)}"
+    return f"{text}: {flow(value)}"
 
 
 def _key(text: str) -> str:
