@@ -6,10 +6,17 @@ import os
 import typing
 
 import pytest
+from hypothesis import settings
 
 from gateway.settings import Upstream
 
 pytest_plugins = ["tests.figures"]
+
+# In CI (CI=true) hypothesis draws the same examples every run, so a red build
+# is reproducible; long random searches are scripts/fuzz's job.
+settings.register_profile("ci", derandomize=True, database=None)
+if os.environ.get("CI"):
+    settings.load_profile("ci")
 
 # Triton reads TRITON_INTERPRET when it is first imported, and several test
 # modules import it: without an NVIDIA device, every one of them must see the
