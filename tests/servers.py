@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import socket
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Generator
 from typing import Any
 
 import uvicorn
@@ -35,7 +35,7 @@ class _Server(uvicorn.Server):
     """A uvicorn server that leaves signal handling to the test runner."""
 
     @contextlib.contextmanager
-    def capture_signals(self):  # type: ignore[no-untyped-def]  # a generator context manager
+    def capture_signals(self) -> Generator[None, None, None]:
         yield
 
 
