@@ -20,16 +20,10 @@ import pytest
 
 from gateway.server import guarded_protocol
 from tests.badengine import BadEngine
-from tests.faults import CHAT, CLIENTS, DEADLINE, Gateway, chat, fault_settings, gateway_for
+from tests.faults import CHAT, DEADLINE, Gateway, chat, fault_settings, gateway_for
 
 pytestmark = pytest.mark.anyio
 ROUNDS = 10
-
-
-@pytest.fixture(params=CLIENTS)
-def upstream_client(request: pytest.FixtureRequest) -> str:
-    name: str = request.param
-    return name
 
 
 @pytest.fixture

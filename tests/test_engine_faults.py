@@ -17,16 +17,10 @@ import openai
 import pytest
 
 from tests.badengine import BadEngine
-from tests.faults import CHAT, CLIENTS, DEADLINE, Gateway, chat, fault_settings, gateway_for
+from tests.faults import CHAT, DEADLINE, Gateway, chat, fault_settings, gateway_for
 from tests.servers import free_port
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(params=CLIENTS)
-def upstream_client(request: pytest.FixtureRequest) -> str:
-    name: str = request.param
-    return name
 
 
 @pytest.fixture
