@@ -4,12 +4,19 @@ from __future__ import annotations
 
 import argparse
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from gateway import __version__
-from gateway.policycommands import add_policy_commands, config_path
+from gateway.app.factory import create_app
+from gateway.commands import check, explain, schema
+from gateway.probe import command as probe_command
+from gateway.serving.server import run_server
+from gateway.serving.workers import available_cpus, serve_workers
+from gateway.settings import config_path, load_settings
 from gateway.yamlsource import SourceError
+
+Command = Callable[[argparse.Namespace], int]
 
 
 def _add_serve(sub: Any) -> None:
@@ -32,27 +39,45 @@ def _add_serve(sub: Any) -> None:
 
 
 def _add_probe(sub: Any) -> None:
-    from gateway.probe.command import add_arguments
-
-    add_arguments(
+    probe_command.add_arguments(
         sub.add_parser("probe", help="measure which fields an engine honours; write a policy")
     )
 
 
-def probe(args: argparse.Namespace) -> int:
-    """Probe an engine (see gateway/probe/)."""
-    from gateway.probe.command import run
+def _add_policy_commands(sub: Any) -> None:
+    p = sub.add_parser(
+        "check",
+        help="validate config and policy files without starting anything",
+        description="Print every problem as FILE:LINE: KEY.PATH: MESSAGE; exit 1 if any. "
+        "With no arguments, checks the config serve would use and the policy it names.",
+    )
+    p.add_argument("--config", help="config file (default: $FT_GATEWAY_CONFIG or ./config.yaml)")
+    p.add_argument("policies", nargs="*", metavar="POLICY", help="policy files to check")
 
-    return run(args)
+    p = sub.add_parser(
+        "explain",
+        help="show what the policy does to one request",
+        description="Exit 0 if the request would be forwarded, 1 if the client would get an "
+        "error, 2 if the policy or the request file cannot be read.",
+    )
+    p.add_argument(
+        "request", nargs="?", metavar="REQUEST.json", help="request body (- or none: stdin)"
+    )
+    p.add_argument("--policy", help="policy file (default: the one the config names)")
+    p.add_argument("--config", help="config file naming the policy")
+    p.add_argument(
+        "--route",
+        choices=["/v1/chat/completions", "/v1/completions"],
+        help="default: completions if the body has 'prompt' and no 'messages'",
+    )
+    p.add_argument("--profile", help="apply this API-key profile's overlay")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+
+    sub.add_parser("schema", help="print the JSON Schema of policy files")
 
 
 def serve(args: argparse.Namespace) -> int:
     """Load settings and policy, then run uvicorn until stopped."""
-    from gateway.app import create_app
-    from gateway.server import run_server
-    from gateway.settings import load_settings
-    from gateway.workers import available_cpus, serve_workers
-
     overrides = {
         ("upstream", "url"): args.upstream,
         ("listen", "host"): args.host,
@@ -85,7 +110,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     _add_serve(sub)
     _add_probe(sub)
-    commands = {"serve": serve, "probe": probe, **add_policy_commands(sub)}
+    _add_policy_commands(sub)
+    commands: dict[str, Command] = {
+        "serve": serve,
+        "probe": probe_command.run,
+        "check": check.run,
+        "explain": explain.run,
+        "schema": schema.run,
+    }
     args = parser.parse_args(argv)
     return commands[args.command](args)
 

@@ -15,15 +15,19 @@
         ├── UpstreamUnavailable       503  upstream_unavailable  (Retry-After)
         └── UpstreamProtocolError     502  upstream_protocol_error
 
-Every class knows its HTTP status and OpenAI ``type``/``code``; ``openai_error``
-renders any of them as OpenAI's ``{"error": {message, type, param, code}}``.
-This module imports no web framework: the policy engine and the CLI raise and
-inspect these too, and the app translates them to responses in one place.
+Every class knows its HTTP status and OpenAI ``type``/``code``; ``render``
+turns any of them into OpenAI's ``{"error": {message, type, param, code}}``,
+as a response body or as the SSE event that ends a stream. It is the one
+place an error becomes bytes: the app's handlers, the proxy, the relay and
+``ft-gateway explain`` all call it. This module imports no web framework: the
+policy engine and the CLI raise and inspect these too.
 """
 
 from __future__ import annotations
 
 from typing import Any, ClassVar
+
+import orjson
 
 
 class GatewayError(Exception):
@@ -57,6 +61,14 @@ class GatewayError(Exception):
                 "code": self.code,
             }
         }
+
+
+def render(exc: GatewayError, *, event: bool = False) -> bytes:
+    """``exc`` as OpenAI's error JSON, or with ``event`` as the SSE event carrying it
+    (after a stream has started an error can only be an event: OpenAI sends
+    ``data: {"error": ...}`` mid-stream, and its SDKs raise on it)."""
+    body = orjson.dumps(exc.openai_error())
+    return b"data: " + body + b"\n\n" if event else body
 
 
 class InvalidRequest(GatewayError):

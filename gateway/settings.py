@@ -154,7 +154,7 @@ class Auth(_Section):
     """API keys. Off unless ``keys_file`` or ``keys_env`` names where the key hashes are."""
 
     keys_file: Path | None = Field(
-        default=None, description="YAML file of key hashes (see gateway/auth.py)"
+        default=None, description="YAML file of key hashes (see gateway/access/keys.py)"
     )
     keys_env: str | None = Field(
         default=None,
@@ -277,3 +277,13 @@ def load_settings(
         if keys is not None and not keys.is_absolute() and ("auth", "keys_file") not in origin:
             settings.auth.keys_file = here / keys
     return settings
+
+
+def config_path(arg: str | None) -> str | None:
+    """The config file: the flag, else ``$FT_GATEWAY_CONFIG``, else ./config.yaml if present."""
+    if arg:
+        return arg
+    env = os.environ.get("FT_GATEWAY_CONFIG")
+    if env:
+        return env
+    return "config.yaml" if os.path.exists("config.yaml") else None

@@ -12,9 +12,9 @@ from typing import Any
 
 from starlette.applications import Starlette
 
-from gateway.app import create_app
-from gateway.exchange import Exchange
-from gateway.server import uvicorn_options
+from gateway.app.factory import create_app
+from gateway.observe.exchange import Exchange
+from gateway.serving.server import uvicorn_options
 from gateway.settings import Settings, Upstream, load_settings
 from tests.badengine import BadEngine
 from tests.servers import running_server

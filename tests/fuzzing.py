@@ -16,8 +16,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 
 from gateway.errors import InvalidRequest
-from gateway.policy import Policy, apply_policy
-from gateway.policyfile import FieldRule, load_policy_file
+from gateway.policy.engine import Policy, apply_policy
+from gateway.policy.file import FieldRule
+from gateway.policy.loading import load_policy_file
 
 ROOT = Path(__file__).resolve().parent.parent
 _SCALE = os.environ.get("FT_FUZZ_EXAMPLES")
@@ -232,7 +233,7 @@ def check_error_shape(status: int, payload: Any, body: Any) -> None:
 def check_forwardable(route: str, forwarded: bytes) -> None:
     """What reached the engine parses, has no duplicate keys, and passes the policy unchanged."""
     body = orjson.loads(forwarded)
-    from gateway.duplicatekeys import check_duplicate_keys
+    from gateway.proxy.duplicatekeys import check_duplicate_keys
 
     check_duplicate_keys(forwarded, body)
     decision = apply_policy(POLICY, route, body)

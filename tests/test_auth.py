@@ -11,10 +11,10 @@ import httpx
 import openai
 import pytest
 
-from gateway.app import create_app
-from gateway.auth import ApiKey, Keyring, hash_key, load_keyring
+from gateway.access.keys import ApiKey, Keyring, hash_key, load_keyring
+from gateway.app.factory import create_app
 from gateway.errors import AuthenticationFailed
-from gateway.exchange import Exchange, Observers
+from gateway.observe.exchange import Exchange, Observers
 from gateway.settings import Settings, load_settings
 from gateway.yamlsource import SourceError
 from tests.servers import ServerThread

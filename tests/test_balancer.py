@@ -21,8 +21,8 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gateway.app import create_app
-from gateway.balancer import Balancer, Replica
+from gateway._types import Headers
+from gateway.app.factory import create_app
 from gateway.errors import (
     UpstreamProtocolError,
     UpstreamTimeout,
@@ -30,7 +30,9 @@ from gateway.errors import (
     UpstreamUnreachable,
 )
 from gateway.settings import Settings, load_settings
-from gateway.upstream import Headers, UpstreamClient, UpstreamResponse, make_upstream
+from gateway.upstream.balancer import Balancer, Replica
+from gateway.upstream.base import UpstreamClient, UpstreamResponse
+from gateway.upstream.factory import make_upstream
 from tests.servers import free_port, running_server
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gateway.cli import main
-from gateway.policyfile import load_policy_file
+from gateway.policy.loading import load_policy_file
 from gateway.yamlsource import SourceError
 
 ROOT = Path(__file__).resolve().parent.parent

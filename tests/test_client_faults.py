@@ -18,7 +18,7 @@ import httpx
 import orjson
 import pytest
 
-from gateway.server import guarded_protocol
+from gateway.serving.server import guarded_protocol
 from tests.badengine import BadEngine
 from tests.faults import CHAT, DEADLINE, Gateway, chat, fault_settings, gateway_for
 

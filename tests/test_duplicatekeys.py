@@ -5,8 +5,8 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from gateway.duplicatekeys import check_duplicate_keys, find_duplicate_key
 from gateway.errors import InvalidRequest
+from gateway.proxy.duplicatekeys import check_duplicate_keys, find_duplicate_key
 
 
 def check(raw: bytes) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 import openai
 import pytest
 
-from gateway.app import create_app
+from gateway.app.factory import create_app
 from gateway.settings import load_settings
 from refengine.server import create_app as create_engine
 from tests.servers import running_server

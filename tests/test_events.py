@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from gateway.events import MAX_EVENT_BYTES, EventSplitter
-from gateway.relay import DONE, relay_stream
+from gateway.proxy.events import MAX_EVENT_BYTES, EventSplitter
+from gateway.proxy.relay import DONE, relay_stream
 
 CHUNK = b'data: {"choices": [{"delta": {"content": "x"}}]}\n\n'
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.events import EventSplitter
+from gateway.proxy.events import EventSplitter
 
 # Pieces a stream is made of: good events, broken ones, error events, [DONE],
 # and the shapes only the general walk handles (comments, other fields, blank

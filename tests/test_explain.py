@@ -11,11 +11,11 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.app import create_app
+from gateway.app.factory import create_app
 from gateway.cli import main
-from gateway.explanation import explain_request
-from gateway.policy import Policy
-from gateway.policyfile import load_policy_file
+from gateway.commands.explain import explain_request
+from gateway.policy.engine import Policy
+from gateway.policy.loading import load_policy_file
 from gateway.settings import load_settings
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -16,8 +16,8 @@ from hypothesis import event, given
 from hypothesis import strategies as st
 from starlette.testclient import TestClient
 
-from gateway.app import create_app
-from gateway.server import uvicorn_options
+from gateway.app.factory import create_app
+from gateway.serving.server import uvicorn_options
 from gateway.settings import Settings, load_settings
 from tests.badengine import completion
 from tests.faults import POLICY as POLICY_PATH

@@ -8,7 +8,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.policy import apply_policy
+from gateway.policy.engine import apply_policy
 from tests.fuzzing import (
     POLICY,
     ROUTES,

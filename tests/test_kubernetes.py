@@ -14,9 +14,9 @@ import pytest
 import yaml
 from starlette.routing import Route
 
-from gateway.app import create_app
-from gateway.auth import read_keys_file
-from gateway.policyfile import parse_policy_text
+from gateway.access.keys import read_keys_file
+from gateway.app.factory import create_app
+from gateway.policy.loading import parse_policy_text
 from gateway.settings import Settings, load_settings
 from gateway.yamlsource import parse_yaml
 

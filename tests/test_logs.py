@@ -13,10 +13,10 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.app import create_app
-from gateway.exchange import Exchange
-from gateway.logs import AccessLog, JsonFormatter, TextFormatter, logging_config
-from gateway.policy import Outcome
+from gateway.app.factory import create_app
+from gateway.observe.exchange import Exchange
+from gateway.observe.logs import AccessLog, JsonFormatter, TextFormatter, logging_config
+from gateway.policy.engine import Outcome
 from gateway.settings import load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -168,6 +168,6 @@ def test_logging_config_names_the_formatters() -> None:
     # tests/test_reload.py reads the JSON lines of a real serve process.
     for fmt, cls in (("json", JsonFormatter), ("text", TextFormatter)):
         config = logging_config(fmt, "warning")  # type: ignore[arg-type]
-        assert config["formatters"]["gateway"]["()"] == f"gateway.logs.{cls.__name__}"
+        assert config["formatters"]["gateway"]["()"] == f"gateway.observe.logs.{cls.__name__}"
         assert config["loggers"]["gateway"]["level"] == "WARNING"
         assert config["handlers"]["stdout"]["stream"] == "ext://sys.stdout"

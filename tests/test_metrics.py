@@ -16,9 +16,9 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.app import create_app
-from gateway.exchange import Exchange, Observers
-from gateway.metrics import MAX_MODELS, OTHER, Metrics, Tallies, families
+from gateway.app.factory import create_app
+from gateway.observe.exchange import Exchange, Observers
+from gateway.observe.metrics import MAX_MODELS, OTHER, Metrics, Tallies, families
 from gateway.settings import Settings, load_settings
 from tests.servers import running_server
 

@@ -14,7 +14,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from gateway.app import create_app
+from gateway.app.factory import create_app
 from gateway.settings import load_settings
 from tests.servers import ServerThread
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from gateway.policy import Policy, apply_policy
-from gateway.policyfile import load_policy_file, parse_policy_text
+from gateway.policy.engine import Policy, apply_policy
+from gateway.policy.loading import load_policy_file, parse_policy_text
 
 ROOT = Path(__file__).resolve().parent.parent
 CHAT = "/v1/chat/completions"

@@ -15,8 +15,9 @@ import yaml
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from gateway.policy import Policy, apply_policy
-from gateway.policyfile import parse_policy_text
+from gateway.policy.engine import Policy, apply_policy
+from gateway.policy.loading import parse_policy_text
+from gateway.policy.values import json_equal
 from gateway.probe.checks import UNKNOWN, stop_word
 from gateway.probe.client import MAX_TIMEOUTS_IN_A_ROW, EngineClient
 from gateway.probe.context import ProbeError
@@ -35,7 +36,6 @@ from gateway.probe.verdict import (
     Verdict,
 )
 from gateway.probe.writer import flow, render_policy
-from gateway.values import json_equal
 from tests.toyengine import ToyEngine
 
 BOTH = [CHAT, COMPLETIONS]

@@ -14,9 +14,10 @@ import openai
 import pytest
 import yaml
 
-from gateway.app import create_app
+from gateway.app.factory import create_app
 from gateway.cli import main
-from gateway.policyfile import PolicyFile, load_policy_file
+from gateway.policy.file import PolicyFile
+from gateway.policy.loading import load_policy_file
 from gateway.probe.checks import UNKNOWN, UNKNOWN_FIELD
 from gateway.probe.client import EngineClient
 from gateway.probe.route import CHAT, COMPLETIONS

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.app import create_app
+from gateway.app.factory import create_app
 from gateway.settings import Settings, load_settings
 
 ROOT = Path(__file__).resolve().parent.parent

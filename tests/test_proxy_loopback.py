@@ -12,7 +12,7 @@ from pathlib import Path
 import openai
 import pytest
 
-from gateway.app import create_app
+from gateway.app.factory import create_app
 from gateway.settings import load_settings
 from tests.loopback_engine import (
     LAST_CHUNK,

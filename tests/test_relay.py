@@ -9,7 +9,7 @@ from collections.abc import AsyncIterator
 import pytest
 
 from gateway.errors import UpstreamTimeout
-from gateway.relay import DONE, relay_stream
+from gateway.proxy.relay import DONE, relay_stream
 
 pytestmark = pytest.mark.anyio
 

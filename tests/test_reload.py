@@ -19,8 +19,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.app import create_app
-from gateway.reload import PolicyReloader
+from gateway.app.factory import create_app
+from gateway.app.reload import PolicyReloader
 from gateway.settings import load_settings
 from tests.servers import free_port, running_server
 

@@ -12,7 +12,7 @@ import pytest
 import yaml
 
 from gateway.cli import main
-from gateway.policycommands import schema_text
+from gateway.commands.schema import schema_text
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA_FILE = ROOT / "gateway" / "policy.schema.json"

@@ -12,10 +12,10 @@ import anyio
 import httpx
 import pytest
 
-from gateway import proxy
-from gateway.auth import hash_key
-from gateway.exchange import Observers
-from gateway.logs import AccessLog
+from gateway.access.keys import hash_key
+from gateway.observe.exchange import Observers
+from gateway.observe.logs import AccessLog
+from gateway.proxy import endpoint as proxy
 from tests.badengine import BadEngine
 from tests.faults import CHAT, DEADLINE, Gateway, chat, fault_settings, gateway_for
 

@@ -13,7 +13,7 @@ import anyio
 import httpx
 import pytest
 
-from gateway.app import create_app
+from gateway.app.factory import create_app
 from gateway.settings import load_settings
 from tests.servers import running_server
 

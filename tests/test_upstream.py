@@ -12,9 +12,11 @@ import pytest
 
 from gateway.errors import UpstreamProtocolError, UpstreamTimeout, UpstreamUnreachable
 from gateway.settings import Settings, load_settings
-from gateway.upstream import HttpxUpstream, UpstreamClient, make_upstream
-from gateway.upstream_aiohttp import AiohttpUpstream
-from gateway.upstream_httptools import HttptoolsUpstream
+from gateway.upstream.aiohttp_impl import AiohttpUpstream
+from gateway.upstream.base import UpstreamClient
+from gateway.upstream.factory import make_upstream
+from gateway.upstream.httptools_impl import HttptoolsUpstream
+from gateway.upstream.httpx_impl import HttpxUpstream
 from tests.loopback_engine import (
     LAST_CHUNK,
     STREAM_HEAD,
@@ -322,7 +324,7 @@ async def test_engine_answering_no_http_is_a_protocol_error(
 async def test_httptools_pool_closes_connections_idle_past_keep_alive(
     connect: Callable[..., UpstreamClient], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr("gateway.upstream_httptools._KEEPALIVE_EXPIRY", -1.0)
+    monkeypatch.setattr("gateway.upstream.httptools_impl._KEEPALIVE_EXPIRY", -1.0)
     async with LoopbackEngine(answer(b"{}", JSON)).running() as engine:
         upstream = connect("httptools", engine.url)
         for _ in range(2):

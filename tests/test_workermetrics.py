@@ -9,15 +9,15 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from gateway.app import create_app
-from gateway.metrics import Histogram, Metrics, Tallies
-from gateway.settings import load_settings
-from gateway.workermetrics import (
+from gateway.app.factory import create_app
+from gateway.observe.metrics import Histogram, Metrics, Tallies
+from gateway.observe.workermetrics import (
     WorkerMetrics,
     decode_tallies,
     encode_tallies,
     mark_worker_dead,
 )
+from gateway.settings import load_settings
 from tests.servers import free_port, running_server
 
 ROOT = Path(__file__).resolve().parent.parent

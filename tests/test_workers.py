@@ -26,7 +26,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from gateway.workers import _cgroup_cpu_quota, available_cpus
+from gateway.serving.workers import _cgroup_cpu_quota, available_cpus
 from tests.servers import free_port, running_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -237,7 +237,7 @@ async def test_workers_can_share_one_socket(tmp_path: Path) -> None:
     program = (
         "import sys\n"
         "from gateway.settings import load_settings\n"
-        "from gateway.workers import serve_workers\n"
+        "from gateway.serving.workers import serve_workers\n"
         "settings = load_settings(None, overrides={('upstream', 'url'): sys.argv[1],"
         " ('policy',): sys.argv[2], ('listen', 'port'): 0})\n"
         "sys.exit(serve_workers(settings, workers=2, reuse_port=False))\n"

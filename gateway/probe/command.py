@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from gateway.policyfile import parse_policy_text
+from gateway.policy.loading import parse_policy_text
 from gateway.probe.client import EngineClient
 from gateway.probe.context import ProbeError
 from gateway.probe.progress import Progress

@@ -1,0 +1,139 @@
+"""The app factory: routes, error handlers and the lifespan that owns the upstream client."""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import httpx
+from prometheus_client import CollectorRegistry
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from gateway.access.keys import load_keyring
+from gateway.app.dispatch import DispatchingApp
+from gateway.app.health import Health
+from gateway.app.reload import PolicyReloader
+from gateway.errors import GatewayError, MethodNotAllowed, NotFound, render
+from gateway.observe.exchange import Observers
+from gateway.observe.logs import AccessLog
+from gateway.observe.metrics import Metrics
+from gateway.observe.metricsport import MetricsExposure
+from gateway.policy.engine import Policy
+from gateway.policy.loading import load_policy_file
+from gateway.proxy.endpoint import ProxyEndpoint
+from gateway.settings import Settings
+from gateway.state import GatewayState
+from gateway.upstream.factory import make_upstream
+
+logger = logging.getLogger("gateway")
+
+
+def load_policy(settings: Settings) -> Policy:
+    """Load and compile the policy file the settings name (SourceError if invalid)."""
+    source, digest = load_policy_file(settings.policy)
+    return Policy(source, digest=digest, path=str(settings.policy))
+
+
+def error_response(exc: GatewayError) -> Response:
+    """A GatewayError as a Starlette response (the routes outside the proxy path)."""
+    return Response(
+        render(exc), status_code=exc.status, headers=exc.headers, media_type="application/json"
+    )
+
+
+async def _gateway_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, GatewayError)  # registered for GatewayError only
+    return error_response(exc)
+
+
+async def _http_error(request: Request, exc: Exception) -> Response:
+    assert isinstance(exc, HTTPException)  # registered for HTTPException only
+    where = f"({request.method} {request.url.path})"
+    if exc.status_code == 405:
+        return error_response(MethodNotAllowed(f"Method not allowed {where}."))
+    return error_response(NotFound(f"Invalid URL {where}."))
+
+
+async def _unexpected_error(request: Request, exc: Exception) -> Response:
+    logger.exception("unexpected error", exc_info=exc)
+    return error_response(GatewayError("The gateway failed to process the request."))
+
+
+def create_app(
+    settings: Settings,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+    policy: Policy | None = None,
+    registry: CollectorRegistry | None = None,
+    worker_dir: Path | None = None,
+) -> Starlette:
+    """Build the gateway. Tests inject ``transport``; production passes none.
+    Metrics go to ``registry`` (a new one per app by default); ``worker_dir``:
+    this app is one of several workers, which meet there to add up metrics."""
+    key = settings.upstream_api_key()
+    state = GatewayState(
+        settings=settings,
+        policy=policy if policy is not None else load_policy(settings),
+        upstream_auth=f"Bearer {key}".encode() if key else None,
+    )
+    profiles_in_use: frozenset[str] = frozenset()
+    if settings.auth.enabled:
+        keyring = load_keyring(
+            settings.auth.keys_file,
+            settings.auth.keys_env,
+            profiles=state.policy.source.profiles,
+        )
+        state.authenticate = keyring.authenticate
+        profiles_in_use = keyring.profiles
+
+    metrics = Metrics(registry)
+    metrics.policy_live(state.policy)
+    if settings.log.requests:
+        state.observer = Observers(metrics, AccessLog(format=settings.log.format))
+    else:
+        state.observer = metrics
+    reloader = PolicyReloader(state, metrics=metrics, profiles=profiles_in_use)
+    exposure = MetricsExposure(settings, metrics, worker_dir=worker_dir)
+    health = Health(state, reloader)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        state.upstream = make_upstream(settings, transport=transport)
+        try:
+            async with reloader.running(watch=settings.watch_policy), exposure.serving():
+                yield
+        finally:
+            await state.upstream.aclose()
+
+    proxied = {
+        ("POST", "/v1/chat/completions"): ProxyEndpoint(state, route="/v1/chat/completions"),
+        ("POST", "/v1/completions"): ProxyEndpoint(state, route="/v1/completions"),
+        ("GET", "/v1/models"): ProxyEndpoint(state, route=None),
+    }
+    routes = [Route(path, endpoint, methods=[m]) for (m, path), endpoint in proxied.items()]
+    routes += [
+        Route("/healthz", health.healthz, methods=["GET"]),
+        Route("/readyz", health.readyz, methods=["GET"]),
+    ]
+    if exposure.on_main_port:
+        routes.append(Route("/metrics", exposure.endpoint, methods=["GET"]))
+    app = DispatchingApp(
+        direct=proxied,
+        routes=routes,
+        lifespan=lifespan,
+        exception_handlers={
+            GatewayError: _gateway_error,
+            HTTPException: _http_error,
+            Exception: _unexpected_error,
+        },
+    )
+    app.state.gateway = state
+    app.state.metrics = metrics
+    app.state.reloader = reloader
+    return app

@@ -1,0 +1,59 @@
+"""/healthz (the process runs) and /readyz (it can serve: not draining, engine answering)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from gateway.app.reload import PolicyReloader
+from gateway.errors import GatewayError
+from gateway.state import GatewayState
+
+
+class Health:
+    """The health endpoints of one app."""
+
+    def __init__(self, state: GatewayState, reloader: PolicyReloader) -> None:
+        self.state = state
+        self.reloader = reloader
+
+    async def healthz(self, request: Request) -> Response:
+        """200 while the process runs."""
+        # The pid says which worker process answered (serve --workers N).
+        return JSONResponse({"status": "ok", "pid": os.getpid()})
+
+    async def readyz(self, request: Request) -> Response:
+        """200 with the live policy while the engine answers; 503 draining or not ready."""
+        state = self.state
+        reloader = self.reloader
+        if state.drain.draining:
+            return JSONResponse({"status": "draining"}, status_code=503)
+        policy = state.policy
+        body: dict[str, Any] = {
+            "status": "ready",
+            "policy": {
+                "path": policy.path,
+                "sha256": policy.digest,
+                "loaded_at": policy.loaded_at.isoformat(),
+            },
+        }
+        if reloader.last is not None:
+            body["policy"]["last_reload"] = {
+                "result": reloader.last.result,
+                "trigger": reloader.last.trigger,
+                "at": reloader.last.at.isoformat(),
+                "error": reloader.last.error,
+            }
+        try:
+            response = await state.upstream.request("GET", "/v1/models", headers=[], body=b"")
+            await response.aclose()
+            if response.status >= 500:
+                raise RuntimeError(f"engine answered HTTP {response.status}")
+        except (GatewayError, RuntimeError) as exc:
+            body["status"] = "not ready"
+            body["reason"] = f"upstream: {exc}"
+            return JSONResponse(body, status_code=503)
+        return JSONResponse(body)

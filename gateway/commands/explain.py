@@ -1,0 +1,128 @@
+"""``ft-gateway explain``: what the policy does to one request, field by field.
+
+It runs the server's own steps (``parse_request``, ``apply_policy``,
+``request_content``), so it cannot disagree with what a client gets.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from gateway.commands.check import display_path
+from gateway.errors import GatewayError, render
+from gateway.policy.engine import Outcome, Policy, apply_policy
+from gateway.policy.loading import load_policy_file
+from gateway.proxy.request import parse_request, request_content
+from gateway.settings import config_path, load_settings
+from gateway.yamlsource import SourceError
+
+_JSON_HEADERS = [(b"content-type", b"application/json")]
+
+
+@dataclass
+class Explanation:
+    """The policy's answer for one request, as ``explain`` shows it."""
+
+    route: str
+    outcomes: list[Outcome] = field(default_factory=list)
+    status: int = 200
+    forwarded: bytes | None = None  # what the engine would receive
+    changed: bool = False
+    error: bytes | None = None  # the exact error body the client would get
+
+    def as_dict(self) -> dict[str, Any]:
+        """A JSON-ready form (``explain --json``)."""
+        return {
+            "route": self.route,
+            "fields": [
+                {"field": o.field, "outcome": o.action, "detail": o.detail} for o in self.outcomes
+            ],
+            "status": self.status,
+            "forwarded": orjson.loads(self.forwarded) if self.forwarded is not None else None,
+            "changed": self.changed,
+            "error": orjson.loads(self.error) if self.error is not None else None,
+        }
+
+
+def guess_route(raw: bytes) -> str:
+    """The route a request body is meant for: completions if it has a prompt and no messages."""
+    try:
+        data = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return "/v1/chat/completions"
+    if isinstance(data, dict) and "prompt" in data and "messages" not in data:
+        return "/v1/completions"
+    return "/v1/chat/completions"
+
+
+def explain_request(
+    policy: Policy, raw: bytes, *, route: str | None = None, profile: str | None = None
+) -> Explanation:
+    """Run ``raw`` (a request body) through the server's parsing and policy steps."""
+    route = route or guess_route(raw)
+    result = Explanation(route=route)
+    try:
+        body = parse_request(raw, _JSON_HEADERS)
+        decision = apply_policy(policy, route, body, profile=profile, trace=True)
+        result.outcomes = decision.outcomes
+        if decision.error is not None:
+            raise decision.error
+    except GatewayError as exc:
+        result.status = exc.status
+        result.error = render(exc)
+        return result
+    result.forwarded = request_content(raw, decision)
+    result.changed = decision.changed
+    return result
+
+
+def format_explanation(result: Explanation, policy: Policy) -> str:
+    """The human-readable report."""
+    lines = [
+        f"POST {result.route}   policy {policy.path or '<policy>'} (sha256 {policy.digest[:12]})"
+    ]
+    width = max((len(o.field) for o in result.outcomes), default=0)
+    for o in result.outcomes:
+        lines.append(f"  {o.field:<{width}}  {o.action:<9}  {o.detail}".rstrip())
+    if not result.outcomes and result.error is None:
+        lines.append("  (no fields)")
+    if result.error is not None:
+        lines.append(f"-> HTTP {result.status} to the client, the engine is not called:")
+        lines.append(result.error.decode())
+    else:
+        how = "changed by the policy" if result.changed else "unchanged, the client's own bytes"
+        lines.append(f"-> forwarded to the engine ({how}):")
+        lines.append((result.forwarded or b"").decode(errors="replace").rstrip())
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace) -> int:
+    """Print what the policy does to one request; 0 if it would be forwarded, 1 if rejected."""
+    try:
+        if args.policy:
+            path = Path(args.policy)
+        else:
+            path = load_settings(config_path(args.config)).policy
+        source, digest = load_policy_file(path)
+        policy = Policy(source, digest=digest, path=display_path(args.policy or path))
+        stdin = args.request in (None, "-")
+        raw = sys.stdin.buffer.read() if stdin else Path(args.request).read_bytes()
+    except SourceError as exc:
+        print(f"ft-gateway explain: cannot load the policy:\n{exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"ft-gateway explain: cannot read {args.request}: {exc.strerror}", file=sys.stderr)
+        return 2
+    result = explain_request(policy, raw, route=args.route, profile=args.profile)
+    if args.json:
+        sys.stdout.write(json.dumps(result.as_dict(), indent=2) + "\n")
+    else:
+        sys.stdout.write(format_explanation(result, policy))
+    return 0 if result.error is None else 1

@@ -1,0 +1,74 @@
+"""One proxied request as the operator sees it, and the observers that record it.
+
+The proxy fills an Exchange as the request goes (policy outcomes, engine status,
+time to first byte, bytes sent) and hands it to the Observer when it ends:
+metrics and the access log are Observers. Nothing here touches request bodies.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from gateway.errors import GatewayError
+from gateway.policy.engine import Outcome
+
+
+@dataclass(slots=True)
+class Exchange:
+    """What happened to one request."""
+
+    method: str
+    path: str
+    route: str | None
+    request_id: str
+    started: float = field(default_factory=time.perf_counter)
+    model: str | None = None
+    client: str | None = None  # the API key's name, when keys are on
+    stream: bool = False
+    status: int = 0
+    outcomes: list[Outcome] = field(default_factory=list)
+    error_code: str | None = None
+    upstream_status: int | None = None
+    upstream_started: float | None = None
+    first_byte: float | None = None  # engine's first body byte (streams) or headers
+    bytes_out: int = 0
+    client_disconnected: bool = False
+
+    def failed(self, exc: GatewayError) -> None:
+        """Record an error the client was told about (as a status or, mid-stream, an event)."""
+        self.error_code = exc.code
+
+
+class Observer(Protocol):
+    """Told when each request starts and ends."""
+
+    def started(self, exchange: Exchange) -> None: ...
+
+    def finished(self, exchange: Exchange) -> None: ...
+
+
+class NullObserver:
+    """Records nothing."""
+
+    def started(self, exchange: Exchange) -> None:
+        return None
+
+    def finished(self, exchange: Exchange) -> None:
+        return None
+
+
+class Observers:
+    """Tells several observers, in order."""
+
+    def __init__(self, *observers: Observer) -> None:
+        self.observers = observers
+
+    def started(self, exchange: Exchange) -> None:
+        for observer in self.observers:
+            observer.started(exchange)
+
+    def finished(self, exchange: Exchange) -> None:
+        for observer in self.observers:
+            observer.finished(exchange)

@@ -1,0 +1,90 @@
+"""Where ``/metrics`` is served: on the main port, or on ``listen.metrics_port``.
+
+On its own port the scrape never queues behind client traffic, and the port can
+stay inside the cluster while the main one faces clients. That port is served
+by a second small server in the same process (and event loop) as the gateway;
+with ``--workers`` every worker binds it with SO_REUSEPORT and whichever one
+is asked answers for all of them (workermetrics.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import uvicorn
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from gateway.observe.metrics import CONTENT_TYPE, Metrics
+from gateway.observe.workermetrics import WorkerMetrics
+from gateway.settings import Settings
+
+
+class _QuietServer(uvicorn.Server):
+    """A uvicorn server that leaves the signals to the gateway's own server."""
+
+    @contextlib.contextmanager
+    def capture_signals(self):  # type: ignore[no-untyped-def]  # a generator context manager
+        yield
+
+
+class MetricsExposure:
+    """Renders /metrics (this process's, or every worker's) and serves its own port."""
+
+    def __init__(
+        self, settings: Settings, metrics: Metrics, *, worker_dir: Path | None = None
+    ) -> None:
+        self.metrics = metrics
+        self.host = settings.listen.host
+        self.port = settings.listen.metrics_port
+        self.workers = WorkerMetrics(metrics, worker_dir) if worker_dir is not None else None
+
+    @property
+    def on_main_port(self) -> bool:
+        return self.port is None
+
+    async def render(self) -> bytes:
+        """The Prometheus text exposition."""
+        if self.workers is not None:
+            return await self.workers.render()
+        return self.metrics.render()
+
+    async def endpoint(self, request: Request) -> Response:
+        return Response(await self.render(), media_type=CONTENT_TYPE)
+
+    @contextlib.asynccontextmanager
+    async def serving(self) -> AsyncIterator[None]:
+        """Answer other workers and serve the metrics port (if any) until exit."""
+        async with contextlib.AsyncExitStack() as stack:
+            if self.workers is not None:
+                await stack.enter_async_context(self.workers.serving())
+            if self.port is not None:
+                await stack.enter_async_context(self._port(self.port))
+            yield
+
+    @contextlib.asynccontextmanager
+    async def _port(self, port: int) -> AsyncIterator[None]:
+        family = socket.AF_INET6 if ":" in self.host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if self.workers is not None and hasattr(socket, "SO_REUSEPORT"):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((self.host, port))
+        app = Starlette(routes=[Route("/metrics", self.endpoint, methods=["GET"])])
+        config = uvicorn.Config(
+            app, lifespan="off", log_config=None, access_log=False, server_header=False
+        )
+        server = _QuietServer(config)
+        task = asyncio.create_task(server.serve(sockets=[sock]))
+        try:
+            yield
+        finally:
+            server.should_exit = True
+            await task
+            sock.close()

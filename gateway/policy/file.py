@@ -1,0 +1,134 @@
+"""The policy file's data model (pydantic; exported as JSON Schema by schema.py).
+
+A policy names, per route, what the gateway does with each request field:
+
+    pass     forward after type and range checks
+    reject   400 unless the value is one of the field's ``neutral`` values
+    strip    remove before forwarding (counted)
+    rename   forward under another name (``to``), after checks
+    default  set ``value`` when the field is absent; checked like ``pass`` when present
+
+``unknown_fields`` says what happens to fields the route does not name. ``models``
+and ``profiles`` hold overlays: partial field rules merged over the route's rules
+for one model name, or for clients whose API key names the profile. Reading a
+file and reporting its problems is loading.py's work.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from gateway.policy.values import ValueSpec, json_equal
+
+Action = Literal["pass", "reject", "strip", "rename", "default"]
+UnknownAction = Literal["reject", "strip", "pass"]
+ROUTES = ("/v1/chat/completions", "/v1/completions")
+RouteName = Literal["/v1/chat/completions", "/v1/completions"]
+SCHEMA_ID = "https://ft-gateway.dev/schema/policy-v1.json"
+
+_UNSET: Any = object()
+
+
+class FieldRule(ValueSpec):
+    """What the gateway does with one request field."""
+
+    action: Action
+    required: bool = Field(default=False, description="400 when the field is absent or null")
+    neutral: list[Any] = Field(
+        default_factory=list,
+        description="values that mean 'not asked for'; accepted even when action is reject "
+        "(null is always neutral for a nullable field)",
+    )
+    drop_neutral: bool = Field(
+        default=False, description="remove a neutral value instead of forwarding it"
+    )
+    to: str | None = Field(default=None, description="rename: the name the engine expects")
+    value: Any = Field(default=_UNSET, description="default: the value set when absent")
+    requires: dict[str, Any] | None = Field(
+        default=None,
+        description="when set (and not neutral), these other fields must have these values",
+    )
+    reason: str | None = Field(default=None, description="added to the client's error message")
+
+    @model_validator(mode="after")
+    def _action_keys(self) -> FieldRule:
+        if self.action == "rename" and not self.to:
+            raise ValueError("action 'rename' needs 'to'")
+        if self.action != "rename" and self.to is not None:
+            raise ValueError("'to' is only for action 'rename'")
+        if self.action == "default" and self.value is _UNSET:
+            raise ValueError("action 'default' needs 'value'")
+        if self.action != "default" and self.value is not _UNSET:
+            raise ValueError("'value' is only for action 'default'")
+        return self
+
+    @property
+    def has_value(self) -> bool:
+        return self.value is not _UNSET
+
+    def is_neutral(self, value: Any) -> bool:
+        if value is None:
+            return self.nullable
+        return any(json_equal(value, n) for n in self.neutral)
+
+
+class RoutePolicy(BaseModel):
+    """The rules of one route."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    unknown_fields: UnknownAction | None = Field(
+        default=None, description="overrides the policy-wide rule for this route"
+    )
+    fields: dict[str, FieldRule] = Field(default_factory=dict)
+
+
+class RouteOverlay(BaseModel):
+    """Partial rules laid over a route's rules: each key replaces that key of the base rule."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    unknown_fields: UnknownAction | None = None
+    fields: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+class Overlay(BaseModel):
+    """Overlays by route, for a model or a client profile."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    routes: dict[str, RouteOverlay] = Field(default_factory=dict)
+
+
+class PolicyFile(BaseModel):
+    """A field policy file."""
+
+    model_config = ConfigDict(extra="forbid", title="ft-gateway field policy")
+
+    version: Literal[1] = 1
+    description: str | None = None
+    unknown_fields: UnknownAction = Field(
+        default="reject", description="what to do with fields a route does not name"
+    )
+    routes: dict[RouteName, RoutePolicy]
+    models: dict[str, Overlay] = Field(
+        default_factory=dict, description="per-model overlays, by the request's 'model'"
+    )
+    profiles: dict[str, Overlay] = Field(
+        default_factory=dict, description="named overlays that an API key can select"
+    )
+
+
+def merge_rule(base: FieldRule | None, patch: dict[str, Any]) -> FieldRule:
+    """Lay an overlay's partial rule over a base rule; raises ValidationError."""
+    data = base.model_dump(exclude_unset=True) if base is not None else {}
+    if base is not None and base.has_value and "value" not in data:
+        data["value"] = base.value
+    if "action" in patch and patch["action"] != "rename":
+        data.pop("to", None)
+    if "action" in patch and patch["action"] != "default":
+        data.pop("value", None)
+    data.update(patch)
+    return FieldRule.model_validate(data)

@@ -1,0 +1,258 @@
+"""Reading a policy file: YAML, then the model, then the checks no schema can state.
+
+Every problem is reported with its file, line and key path (``check`` prints
+them all at once); ``read_policy`` and ``load_policy_file`` raise SourceError
+with all of them, and the server refuses to start or reload on any.
+"""
+
+from __future__ import annotations
+
+import difflib
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ValidationError
+
+from gateway.policy.file import (
+    FieldRule,
+    Overlay,
+    PolicyFile,
+    RouteOverlay,
+    RoutePolicy,
+    merge_rule,
+)
+from gateway.policy.values import ValueSpec
+from gateway.yamlsource import (
+    Problem,
+    SourceError,
+    YamlDocument,
+    decode_source,
+    parse_yaml,
+    read_source,
+)
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The model whose keys are allowed at ``loc`` (for "did you mean")."""
+    depth = len(loc)
+    if depth == 1:
+        return PolicyFile
+    if loc[0] == "routes":
+        if depth == 3:
+            return RoutePolicy
+        if depth == 5:
+            return FieldRule
+        return ValueSpec if depth > 5 else None
+    if loc[0] in ("models", "profiles"):
+        if depth == 3:
+            return Overlay
+        if depth == 5:
+            return RouteOverlay
+        return FieldRule if depth == 7 else None
+    return None
+
+
+def _did_you_mean(word: Any, candidates: list[str]) -> str:
+    close = difflib.get_close_matches(str(word), candidates, n=1, cutoff=0.6)
+    return f" (did you mean '{close[0]}'?)" if close else ""
+
+
+def _data_location(data: Any, loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``loc`` cut where it leaves the data: pydantic appends union members ("int",
+    "list[...]") to the locations of errors in a union."""
+    for depth, key in enumerate(loc):
+        if isinstance(data, dict) and key in data:
+            data = data[key]
+        elif isinstance(data, list) and isinstance(key, int) and 0 <= key < len(data):
+            data = data[key]
+        else:
+            return loc[:depth]
+    return loc
+
+
+def _problems_from_validation(
+    doc: YamlDocument, exc: ValidationError, prefix: tuple[Any, ...], data: Any = None
+) -> list[Problem]:
+    found: dict[tuple[Any, ...], str] = {}
+    for err in exc.errors():
+        loc = tuple(p for p in err["loc"] if not str(p).startswith("function-after"))
+        if err["type"] not in ("missing", "extra_forbidden") and data is not None:
+            loc = _data_location(data, loc)
+        message = err["msg"]
+        if err["type"] == "extra_forbidden":
+            model = _model_at((*prefix, *loc))
+            known = list(model.model_fields) if model is not None else []
+            message = f"unknown key '{loc[-1]}'{_did_you_mean(loc[-1], known)}"
+        elif err["type"] == "literal_error":
+            expected = re.findall(r"'([^']*)'", str(err.get("ctx", {}).get("expected", "")))
+            message = f"{err['msg']}, got {json.dumps(err['input'], default=str)}" + _did_you_mean(
+                err["input"], expected
+            )
+        else:
+            if err["type"] == "value_error":
+                message = message.removeprefix("Value error, ")
+            elif isinstance(err.get("input"), (str, int, float)) and "got" not in message:
+                message = f"{message}, got {json.dumps(err['input'])}"
+            if loc in found and "Input should be '" in found[loc]:
+                # Another member of the same union: keep a literal's message (it
+                # lists the allowed values), else the last one's (number after integer).
+                continue
+        found[loc] = message
+    return [doc.problem((*prefix, *loc), message) for loc, message in found.items()]
+
+
+def _salvage_point(loc: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The entry to drop so that the rest of a file around an error can still be checked."""
+    loc = tuple(p for p in loc if p != "[key]")
+    if len(loc) >= 4 and loc[0] == "routes" and loc[2] == "fields":
+        return loc[:4]
+    if len(loc) >= 6 and loc[0] in ("models", "profiles") and loc[4] == "fields":
+        return loc[:6]
+    if len(loc) >= 4 and loc[0] in ("models", "profiles") and loc[2] == "routes":
+        return loc[:4]
+    if len(loc) >= 2 and loc[0] in ("routes", "models", "profiles"):
+        return loc[:3] if len(loc) >= 3 else loc[:2]
+    return loc[:1]
+
+
+def _without(data: dict[str, Any], locs: list[tuple[Any, ...]]) -> dict[str, Any] | None:
+    """A copy of ``data`` without the entries around ``locs``; None if one is required."""
+    out: dict[str, Any] = json.loads(json.dumps(data, default=str))
+    dropped: list[tuple[Any, ...]] = []
+    for point in sorted({_salvage_point(loc) for loc in locs}, key=len):
+        if any(point[: len(d)] == d for d in dropped):
+            continue
+        node: Any = out
+        for key in point[:-1]:
+            node = node.get(key) if isinstance(node, dict) else None
+        if not isinstance(node, dict) or point[-1] not in node:
+            return None
+        del node[point[-1]]
+        dropped.append(point)
+    return out
+
+
+def _semantic_problems(doc: YamlDocument, policy: PolicyFile) -> list[Problem]:
+    problems: list[Problem] = []
+
+    def check_route(where: tuple[Any, ...], fields: dict[str, FieldRule]) -> None:
+        for name, rule in fields.items():
+            for index, value in enumerate(rule.neutral):
+                error = rule.check(value, name)
+                if error is not None:
+                    problems.append(
+                        doc.problem(
+                            (*where, name, "neutral", index),
+                            f"neutral value {json.dumps(value)} fails the field's own check: "
+                            f"{error.message}",
+                        )
+                    )
+            if rule.has_value:
+                error = rule.check(rule.value, name)
+                if error is not None:
+                    problems.append(
+                        doc.problem(
+                            (*where, name, "value"),
+                            f"default value fails the field's own check: {error.message}",
+                        )
+                    )
+            if rule.to is not None:
+                target = fields.get(rule.to)
+                if rule.to == name:
+                    problems.append(doc.problem((*where, name, "to"), "renames onto itself"))
+                elif target is not None and target.action not in ("pass", "default"):
+                    problems.append(
+                        doc.problem(
+                            (*where, name, "to"),
+                            f"renames onto '{rule.to}', which this route also names with "
+                            f"action '{target.action}': the renamed value would bypass that rule",
+                        )
+                    )
+                others = [o for o, r in fields.items() if r.to == rule.to and o != name]
+                if others:
+                    problems.append(
+                        doc.problem(
+                            (*where, name, "to"),
+                            f"renames onto '{rule.to}', as '{others[0]}' does too",
+                        )
+                    )
+            for other in rule.requires or {}:
+                if other == name:
+                    problems.append(doc.problem((*where, name, "requires"), "requires itself"))
+
+    route_fields = {str(route): rp.fields for route, rp in policy.routes.items()}
+    for route, fields in route_fields.items():
+        check_route(("routes", route, "fields"), fields)
+    for kind, overlays in (("models", policy.models), ("profiles", policy.profiles)):
+        for name, overlay in overlays.items():
+            for oroute, ro in overlay.routes.items():
+                where: tuple[Any, ...] = (kind, name, "routes", oroute)
+                if oroute not in route_fields:
+                    problems.append(
+                        doc.problem(where, f"overlay for route '{oroute}', which is not defined")
+                    )
+                    continue
+                base = route_fields[oroute]
+                merged: dict[str, FieldRule] = dict(base)
+                for field_name, patch in ro.fields.items():
+                    try:
+                        merged[field_name] = merge_rule(base.get(field_name), patch)
+                    except ValidationError as exc:
+                        problems.extend(
+                            _problems_from_validation(
+                                doc, exc, (*where, "fields", field_name), patch
+                            )
+                        )
+                check_route((*where, "fields"), merged)
+    return problems
+
+
+def check_policy(doc: YamlDocument) -> tuple[PolicyFile | None, list[Problem]]:
+    """Validate a parsed policy document: the policy (None if anything is wrong) and
+    every problem found. Entries with errors are set aside and the rest checked too,
+    so one run reports everything wrong in the file."""
+    if not isinstance(doc.data, dict):
+        return None, [doc.problem((), "a policy file must be a mapping")]
+    data: dict[str, Any] | None = doc.data
+    problems: list[Problem] = []
+    while data is not None:
+        try:
+            policy = PolicyFile.model_validate(data)
+        except ValidationError as exc:
+            found = _problems_from_validation(doc, exc, (), data)
+            found = [p for p in found if p not in problems]
+            if not found:
+                break
+            problems.extend(found)
+            data = _without(data, [tuple(err["loc"]) for err in exc.errors()])
+            continue
+        problems.extend(p for p in _semantic_problems(doc, policy) if p not in problems)
+        return (None if problems else policy), problems
+    return None, problems
+
+
+def read_policy(doc: YamlDocument) -> PolicyFile:
+    """Validate a parsed policy document; SourceError lists every problem."""
+    policy, problems = check_policy(doc)
+    if policy is None:
+        raise SourceError(problems)
+    return policy
+
+
+def load_policy_file(path: str | Path) -> tuple[PolicyFile, str]:
+    """Load and check a policy file; returns it with the SHA-256 of its bytes."""
+    data = read_source(path)
+    problems: list[Problem] = []
+    doc = parse_yaml(decode_source(data, file=str(path)), file=str(path), problems=problems)
+    policy, found = check_policy(doc)
+    if policy is None or problems:
+        raise SourceError([*problems, *found])
+    return policy, hashlib.sha256(data).hexdigest()
+
+
+def parse_policy_text(text: str, *, file: str = "<policy>") -> PolicyFile:
+    """Parse and check policy YAML given as text (tests, probe)."""
+    return read_policy(parse_yaml(text, file=file))

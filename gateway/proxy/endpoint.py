@@ -1,0 +1,220 @@
+"""The proxy endpoint: read, check against the policy, forward, relay.
+
+A raw ASGI callable rather than a Starlette request handler: it is the hot
+path, it must watch for the client hanging up while the engine works, and it
+answers errors itself once it knows whether the response has started.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from gateway._types import Headers, Receive, Scope, Send
+from gateway.cutoff import Cutoff
+from gateway.errors import GatewayError, RequestTimeout, ShuttingDown
+from gateway.observe.exchange import Exchange
+from gateway.policy.engine import apply_policy
+from gateway.proxy.answers import check_head, check_json_body
+from gateway.proxy.engineerrors import normalise_error_body
+from gateway.proxy.headers import DROP_DOWNSTREAM, DROP_UPSTREAM, filter_headers, request_id_of
+from gateway.proxy.relay import error_end, relay_stream
+from gateway.proxy.request import parse_request, read_body, request_content
+from gateway.proxy.responder import Responder
+from gateway.state import GatewayState
+from gateway.upstream.base import UpstreamResponse
+
+_JSON = b"application/json"
+logger = logging.getLogger("gateway")
+
+
+async def _watch_disconnect(
+    receive: Receive, cutoff: Cutoff, exchange: Exchange, responder: Responder
+) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            # Servers also say "disconnect" once the response is complete.
+            if cutoff.armed and not responder.complete:
+                exchange.client_disconnected = True
+                cutoff.cut("client left")
+            return
+
+
+class ProxyEndpoint:
+    """ASGI endpoint for one OpenAI route (``route``) or a plain pass-through (None)."""
+
+    def __init__(self, state: GatewayState, *, route: str | None) -> None:
+        self.state = state
+        self.route = route
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        state = self.state
+        headers: Headers = scope["headers"]
+        responder = Responder(send, request_id_of(headers))
+        exchange = Exchange(
+            method=scope["method"],
+            path=scope["path"],
+            route=self.route,
+            request_id=responder.request_id.decode(),
+        )
+        state.observer.started(exchange)
+        try:
+            if state.drain.draining:
+                raise ShuttingDown(
+                    "The gateway is shutting down; send the request again.",
+                    headers={"Retry-After": "1", "Connection": "close"},
+                )
+            profile = None
+            if state.authenticate is not None:
+                exchange.client, profile = state.authenticate(headers)
+            content = b""
+            if self.route is not None:
+                raw = await self._read_body(receive, headers)
+                if raw is None:
+                    exchange.client_disconnected = True
+                    return
+                body = parse_request(raw, headers)
+                model = body.get("model")
+                exchange.model = model if isinstance(model, str) else None
+                decision = apply_policy(state.policy, self.route, body, profile=profile)
+                exchange.outcomes = decision.outcomes
+                if decision.error is not None:
+                    raise decision.error
+                content = request_content(raw, decision)
+                exchange.stream = decision.body.get("stream") is True
+                # Held for a stream's whole life otherwise (memory per open stream).
+                del raw, body, decision
+            await self._forward(scope, receive, responder, exchange, content=content)
+        except GatewayError as exc:
+            exchange.error_code = exc.code
+            if not responder.started:
+                await responder.error(exc)
+        except Exception as exc:
+            exchange.error_code = "internal_error"
+            logger.exception("unexpected error in the proxy", exc_info=exc)
+            if not responder.started:
+                await responder.error(GatewayError("The gateway failed to process the request."))
+        finally:
+            exchange.status = responder.status
+            exchange.bytes_out = responder.bytes_out
+            state.observer.finished(exchange)
+
+    def _upstream_headers(self, headers: Headers, request_id: bytes) -> Headers:
+        out = filter_headers(headers, DROP_UPSTREAM)
+        out.append((b"x-request-id", request_id))
+        out.append((b"accept-encoding", b"identity"))
+        if self.state.upstream_auth is not None:
+            out.append((b"authorization", self.state.upstream_auth))
+        return out
+
+    async def _forward(
+        self,
+        scope: Scope,
+        receive: Receive,
+        responder: Responder,
+        exchange: Exchange,
+        *,
+        content: bytes,
+    ) -> None:
+        path: str = scope["path"]
+        query: bytes = scope.get("query_string", b"")
+        if query:
+            path = f"{path}?{query.decode('latin-1')}"
+        headers = self._upstream_headers(scope["headers"], responder.request_id)
+        state = self.state
+        cutoff = Cutoff()
+        watcher = asyncio.get_running_loop().create_task(
+            _watch_disconnect(receive, cutoff, exchange, responder)
+        )
+        state.drain.register(cutoff)
+        try:
+            exchange.upstream_started = time.perf_counter()
+            response = await state.upstream.request(
+                scope["method"], path, headers=headers, body=content
+            )
+            del content, headers  # sent: not kept for the life of a stream
+            exchange.upstream_status = response.status
+            try:
+                await self._answer(response, responder, exchange)
+            finally:
+                cutoff.disarm()
+                await response.aclose()
+            reason = await cutoff.settle()
+        except asyncio.CancelledError:
+            reason = cutoff.caught()
+            if reason is None:
+                raise
+        finally:
+            watcher.cancel()
+            state.drain.unregister(cutoff)
+        if reason == "shutdown":
+            await _end_for_shutdown(responder)
+
+    async def _read_body(self, receive: Receive, headers: Headers) -> bytes | None:
+        settings = self.state.settings
+        cutoff = Cutoff()
+        timer = asyncio.get_running_loop().call_later(
+            settings.server.body_timeout, cutoff.cut, "body time-out"
+        )
+        try:
+            raw = await read_body(receive, headers, settings.limits.max_body_bytes)
+            if await cutoff.settle() is None:
+                return raw
+        except asyncio.CancelledError:
+            if cutoff.caught() is None:
+                raise
+        finally:
+            timer.cancel()
+        raise RequestTimeout(
+            "The request body was not received in time.", headers={"Connection": "close"}
+        )
+
+    async def _answer(
+        self, response: UpstreamResponse, responder: Responder, exchange: Exchange
+    ) -> None:
+        headers = filter_headers(response.headers, DROP_DOWNSTREAM)
+        limits = self.state.settings.limits
+        if check_head(response.status, headers, stream=exchange.stream):
+            headers.append((b"cache-control", b"no-cache"))
+            headers.append((b"x-accel-buffering", b"no"))
+            await responder.start(response.status, headers)
+            try:
+                async for chunk in relay_stream(
+                    response.chunks(), max_bytes=limits.max_stream_bytes, on_error=exchange.failed
+                ):
+                    if exchange.first_byte is None:
+                        exchange.first_byte = time.perf_counter()
+                    await responder.body(chunk, more=True)
+                await responder.body(b"")
+            except OSError:
+                # The client hung up; the caller closes the engine's response.
+                exchange.client_disconnected = True
+            return
+        data = await response.read(limits.max_response_bytes)
+        exchange.first_byte = time.perf_counter()
+        if response.status >= 400:
+            data = normalise_error_body(response.status, data)
+            headers = [(n, v) for n, v in headers if n != b"content-type"]
+            headers.append((b"content-type", _JSON))
+        else:
+            check_json_body(data)
+        headers.append((b"content-length", str(len(data)).encode()))
+        await responder.start(response.status, headers)
+        await responder.body(data)
+
+
+async def _end_for_shutdown(responder: Responder) -> None:
+    """The drain time-out passed: a 503 if nothing was sent, else end the stream."""
+    exc = ShuttingDown(
+        "The gateway is shutting down; the request was ended before it was complete.",
+        headers={"Retry-After": "1", "Connection": "close"},
+    )
+    if not responder.started:
+        raise exc
+    if not responder.complete:
+        with contextlib.suppress(OSError):
+            await responder.body(error_end(exc), more=True)
+            await responder.body(b"")

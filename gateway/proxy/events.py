@@ -1,0 +1,176 @@
+"""An engine's server-sent events, split into whole events and checked.
+
+A client acts only on whole events, so holding back the bytes of an
+unfinished event until its blank line arrives delays nothing it could use. In
+exchange the gateway sees each event whole and can end a broken stream with an
+error event the client can parse, instead of passing on a ``data:`` line that
+is not JSON (openai-python raises a JSON decode error on it, not an APIError).
+Line endings may be LF or CRLF; bare-CR framing is treated as unfinished.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from gateway.errors import GatewayError, UpstreamError, UpstreamProtocolError
+from gateway.proxy.engineerrors import engine_error_object
+
+MAX_EVENT_BYTES = 1 << 20  # the largest real chunk (a long tool call) is far smaller
+_FIELDS = frozenset({b"data", b"event", b"id", b"retry"})
+
+
+class EngineStreamError(UpstreamError):
+    """The engine itself sent an error event mid-stream (normalised, internals hidden)."""
+
+    def __init__(self, error: dict[str, Any]) -> None:
+        super().__init__(str(error.get("message", "")))
+        self.error = error
+
+    def openai_error(self) -> dict[str, Any]:
+        return {"error": self.error}
+
+
+def _event_end(data: bytes) -> int:
+    """Index just past the last blank line in ``data`` (0 if none)."""
+    lf = data.rfind(b"\n\n")
+    crlf = data.rfind(b"\r\n\r\n")
+    return max(lf + 2 if lf >= 0 else 0, crlf + 4 if crlf >= 0 else 0)
+
+
+def _check_data(payload: bytes) -> GatewayError | None:
+    try:
+        value = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return UpstreamProtocolError("The engine sent a stream event that is not valid JSON.")
+    if not isinstance(value, dict):
+        return UpstreamProtocolError("The engine sent a stream event that is not a JSON object.")
+    if "error" in value:
+        return EngineStreamError(engine_error_object(value, status=None))
+    return None
+
+
+class EventSplitter:
+    """Takes raw stream bytes; gives back whole, checked events.
+
+    ``feed`` returns the whole events completed by a chunk (unchanged bytes) and
+    the error that ends the stream, if one of them is broken or is the engine's
+    own error event; ``done`` turns true at ``data: [DONE]``.
+    """
+
+    def __init__(self) -> None:
+        self._pending = b""
+        self.done = False
+
+    @property
+    def pending(self) -> bool:
+        """Bytes of an unfinished event are held."""
+        return bool(self._pending)
+
+    def feed(self, chunk: bytes) -> tuple[bytes, GatewayError | None]:
+        if not self._pending and chunk[:6] == b"data: " and chunk.find(b"\n") == len(chunk) - 2:
+            if chunk[-1:] == b"\n":
+                # One whole plain event: engines send one per chunk, so this is
+                # the stream's hot path (what _checked_simple does, for one event).
+                payload = chunk[6:-2]
+                if payload == b"[DONE]":
+                    self.done = True
+                    return chunk, None
+                error = _check_data(payload)
+                return (b"", error) if error is not None else (chunk, None)
+        data = self._pending + chunk if self._pending else chunk
+        end = _event_end(data)
+        self._pending = data[end:]
+        if len(self._pending) > MAX_EVENT_BYTES:
+            self._pending = b""
+            error = UpstreamProtocolError("The engine sent a stream event larger than 1 MiB.")
+            return self._checked(data[:end], error)
+        if not end:
+            return b"", None
+        return self._checked(data[:end], None)
+
+    def _checked_simple(
+        self, block: bytes, tail_error: GatewayError | None
+    ) -> tuple[bytes, GatewayError | None] | None:
+        # The shape every OpenAI-compatible engine sends: events of one
+        # "data: " line each, LF line ends. Checked here without walking lines
+        # (the stream's hot path); None for anything else, which the general
+        # walk below handles.
+        events = block.split(b"\n\n")
+        if events.pop():  # what follows the final blank line must be nothing
+            return None
+        for event in events:
+            if event[:6] != b"data: " or b"\n" in event:
+                return None
+        good = 0
+        for event in events:
+            payload = event[6:]
+            end = good + len(event) + 2
+            if payload == b"[DONE]":
+                self.done = True
+                self._pending = b""
+                return block[:end], None
+            error = _check_data(payload)
+            if error is not None:
+                return block[:good], error
+            good = end
+        return block, tail_error
+
+    def _checked(
+        self, block: bytes, tail_error: GatewayError | None
+    ) -> tuple[bytes, GatewayError | None]:
+        if b"\r" not in block:
+            checked = self._checked_simple(block, tail_error)
+            if checked is not None:
+                return checked
+        return self._checked_lines(block, tail_error)
+
+    def _checked_lines(
+        self, block: bytes, tail_error: GatewayError | None
+    ) -> tuple[bytes, GatewayError | None]:
+        # ``block`` ends with a blank line: walk it line by line, remembering
+        # where the last good event ended so only whole good events go out.
+        good = 0
+        pos = 0
+        data: list[bytes] = []
+        for line in block.splitlines(keepends=True):
+            pos += len(line)
+            body = line.rstrip(b"\r\n")
+            if not body:
+                if data:
+                    payload = b"\n".join(data)
+                    data.clear()
+                    if payload == b"[DONE]":
+                        self.done = True
+                        self._pending = b""
+                        return block[:pos], None
+                    error = _check_data(payload)
+                    if error is not None:
+                        return block[:good], error
+                good = pos
+                continue
+            if body[0] == 0x3A:  # ":" starts a comment
+                continue
+            name, colon, value = body.partition(b":")
+            if name == b"error":
+                # llama.cpp's server writes a failure as an ``error:`` line.
+                payload = value[1:] if value[:1] == b" " else value
+                return block[:good], _error_line(payload)
+            if name not in _FIELDS:
+                return block[:good], UpstreamProtocolError(
+                    "The engine sent a stream line that is not a server-sent event field."
+                )
+            if name == b"data":
+                data.append(value[1:] if value[:1] == b" " else value)
+        return block[:good], tail_error
+
+
+def _error_line(payload: bytes) -> GatewayError:
+    try:
+        value = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        value = None
+    if isinstance(value, dict):
+        return EngineStreamError(engine_error_object(value, status=None))
+    return UpstreamProtocolError("The engine failed in the middle of the stream.")

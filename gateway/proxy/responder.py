@@ -1,0 +1,39 @@
+"""Sending one response, and remembering how far it got."""
+
+from __future__ import annotations
+
+from gateway._types import Headers, Send
+from gateway.errors import GatewayError, render
+
+
+class Responder:
+    """Sends one response; remembers whether it started."""
+
+    def __init__(self, send: Send, request_id: bytes) -> None:
+        self._send = send
+        self.request_id = request_id
+        self.started = False
+        self.complete = False
+        self.status = 0
+        self.bytes_out = 0
+
+    async def start(self, status: int, headers: Headers) -> None:
+        self.started = True
+        self.status = status
+        headers.append((b"x-request-id", self.request_id))
+        await self._send({"type": "http.response.start", "status": status, "headers": headers})
+
+    async def body(self, data: bytes, *, more: bool = False) -> None:
+        self.bytes_out += len(data)
+        self.complete = not more
+        await self._send({"type": "http.response.body", "body": data, "more_body": more})
+
+    async def error(self, exc: GatewayError) -> None:
+        payload = render(exc)
+        headers: Headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(payload)).encode()),
+        ]
+        headers.extend((k.lower().encode(), v.encode()) for k, v in exc.headers.items())
+        await self.start(exc.status, headers)
+        await self.body(payload)

@@ -1,0 +1,228 @@
+"""Running the app under uvicorn with the limits a front door needs.
+
+uvicorn's httptools protocol (the one it picks when httptools is installed,
+as here) has no cap on the size of a request head and no deadline for it:
+a client can send headers forever, or one byte a minute (slow-loris), and
+hold memory and a connection. ``guarded_protocol`` adds both. On SIGTERM the
+server stops accepting at once and the app's Drain gives in-flight requests
+``server.drain_timeout`` seconds before it ends them (see drain.py).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import socket
+from collections.abc import Callable
+from typing import Any
+
+import uvicorn
+from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+from gateway.observe.logs import logging_config
+from gateway.serving.drain import Drain
+from gateway.settings import Settings
+
+
+def _plain_response(status: bytes, text: bytes) -> bytes:
+    return (
+        b"HTTP/1.1 " + status + b"\r\ncontent-type: text/plain; charset=utf-8\r\n"
+        b"content-length: " + str(len(text)).encode() + b"\r\nconnection: close\r\n\r\n" + text
+    )
+
+
+class _HeadTooLarge(Exception):
+    """Raised from a parser callback to stop parsing a head that is over the cap."""
+
+
+class _GuardedHttpToolsProtocol(HttpToolsProtocol):
+    """HttpToolsProtocol with a cap on request-head bytes (431) and a deadline for a
+    request head, counted from a new connection or a request's first byte (408)."""
+
+    max_head_bytes = 64 * 1024
+    head_timeout = 10.0
+    linger = 2.0
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._in_head = False
+        self._head_begun = False
+        self._head_bytes = 0
+        self._parsed_bytes = 0
+        self._head_too_large = False
+        self._head_timer: asyncio.TimerHandle | None = None
+        self._lingering = False
+
+    def _arm(self) -> None:
+        self._in_head = True
+        self._head_bytes = 0
+        if self._head_timer is None:
+            self._head_timer = self.loop.call_later(self.head_timeout, self._head_timed_out)
+
+    def _disarm(self) -> None:
+        self._in_head = False
+        self._head_begun = False
+        if self._head_timer is not None:
+            self._head_timer.cancel()
+            self._head_timer = None
+
+    def _head_timed_out(self) -> None:
+        self._head_timer = None
+        if self.transport.is_closing():
+            return
+        if not self._head_begun:
+            self.transport.close()
+            return
+        self._refuse(
+            _plain_response(b"408 Request Timeout", b"Request headers not received in time.")
+        )
+
+    def _refuse(self, response: bytes) -> None:
+        # Send the answer, then read and drop what the client still sends for a
+        # moment before closing: closing with unread input makes the kernel send
+        # a reset, which can destroy the answer before the client reads it
+        # (nginx's "lingering close").
+        self._disarm()
+        self._lingering = True
+        self.transport.write(response)
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        self.loop.call_later(self.linger, self.transport.close)
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._arm()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._disarm()
+        super().connection_lost(exc)
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._arm()
+        self._head_begun = True
+        self._parsed_bytes = 0
+
+    def _count(self, size: int) -> None:
+        self._parsed_bytes += size
+        if self._parsed_bytes > self.max_head_bytes:
+            self._head_too_large = True
+            raise _HeadTooLarge  # the parser stops; uvicorn calls send_400_response
+
+    def on_url(self, url: bytes) -> None:
+        self._count(len(url))
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count(len(name) + len(value) + 4)
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._disarm()
+        super().on_headers_complete()
+
+    def data_received(self, data: bytes) -> None:
+        if self._lingering:
+            return
+        super().data_received(data)
+        if not self._in_head or self.transport.is_closing():
+            return
+        # The callbacks count whole heads; but the parser keeps an unfinished
+        # header whole (a value can be any length) before any callback, so also
+        # count the bytes fed while a head is open: at most one read past the
+        # cap is ever held.
+        self._head_bytes += len(data)
+        if self._head_bytes > self.max_head_bytes:
+            self._head_too_large = True
+            self.send_400_response("")
+
+    def send_400_response(self, msg: str) -> None:
+        if self._head_too_large:
+            self._refuse(
+                _plain_response(
+                    b"431 Request Header Fields Too Large",
+                    b"Request headers are larger than this server's limit.",
+                )
+            )
+            return
+        super().send_400_response(msg)
+
+
+def guarded_protocol(*, max_head_bytes: int, head_timeout: float) -> type[asyncio.Protocol]:
+    """The httptools protocol class with these limits."""
+    return type(
+        "GuardedHttpToolsProtocol",
+        (_GuardedHttpToolsProtocol,),
+        {"max_head_bytes": max_head_bytes, "head_timeout": head_timeout},
+    )
+
+
+class DrainingServer(uvicorn.Server):
+    """A uvicorn server that starts the app's drain on SIGTERM/SIGINT."""
+
+    def __init__(
+        self,
+        config: uvicorn.Config,
+        *,
+        drain: Drain,
+        drain_timeout: float,
+        on_started: Callable[[], None] | None = None,
+    ) -> None:
+        super().__init__(config)
+        self._drain = drain
+        self._drain_timeout = drain_timeout
+        self._on_started = on_started
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def startup(self, sockets: Any = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().startup(sockets=sockets)
+        if self._on_started is not None and not self.should_exit:
+            self._on_started()
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        super().handle_exit(sig, frame)
+        if self._loop is not None:
+            self._loop.call_soon_threadsafe(self._drain.begin, self._drain_timeout)
+
+
+def uvicorn_options(settings: Settings) -> dict[str, Any]:
+    """uvicorn.Config keyword arguments for the server limits in ``settings``."""
+    server = settings.server
+    return {
+        "http": guarded_protocol(
+            max_head_bytes=server.max_header_bytes, head_timeout=server.header_timeout
+        ),
+        "h11_max_incomplete_event_size": server.max_header_bytes,
+        "timeout_keep_alive": server.keep_alive_timeout,
+        "limit_concurrency": server.limit_concurrency,
+        # A backstop only: the Drain ends in-flight requests itself at drain_timeout.
+        "timeout_graceful_shutdown": math.ceil(server.drain_timeout) + 5,
+        "access_log": False,
+        "server_header": False,
+    }
+
+
+def run_server(
+    app: Any,
+    settings: Settings,
+    *,
+    log_level: str,
+    sockets: list[socket.socket] | None = None,
+    on_started: Callable[[], None] | None = None,
+) -> None:
+    """Serve ``app`` until SIGTERM/SIGINT, then drain. ``sockets``: listen on these
+    instead of binding ``settings.listen``; ``on_started``: called once serving."""
+    drain: Drain = app.state.gateway.drain
+    config = uvicorn.Config(
+        app,
+        host=settings.listen.host,
+        port=settings.listen.port,
+        log_level=log_level,
+        log_config=logging_config(settings.log.format, log_level),
+        **uvicorn_options(settings),
+    )
+    server = DrainingServer(
+        config, drain=drain, drain_timeout=settings.server.drain_timeout, on_started=on_started
+    )
+    server.run(sockets=sockets)

@@ -1,0 +1,335 @@
+"""Several worker processes on one port: ``ft-gateway serve --workers N``.
+
+The parent process serves nothing itself. It starts N workers (the ``spawn``
+method: each a fresh interpreter that builds its own app, upstream client and
+policy), forwards SIGHUP to every worker so each reloads its policy, restarts a
+worker that dies, and stops them all on SIGINT/SIGTERM (a second one kills).
+
+On Linux every worker listens on its own socket with SO_REUSEPORT, and the
+kernel spreads new connections over them evenly; elsewhere the workers share
+one listening socket made by the parent. Metrics stay whole: the workers meet
+in a directory the parent creates (and removes at exit), and ``/metrics`` on
+any worker adds up all of them (workermetrics.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import logging.config
+import math
+import multiprocessing
+import os
+import signal
+import socket
+import tempfile
+import threading
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+from gateway.app.factory import create_app
+from gateway.observe.logs import logging_config
+from gateway.observe.workermetrics import mark_worker_dead
+from gateway.serving.server import run_server
+from gateway.settings import Settings
+
+logger = logging.getLogger("gateway.workers")
+REUSE_PORT = hasattr(socket, "SO_REUSEPORT") and os.uname().sysname == "Linux"
+_BACKLOG = 2048
+
+
+def available_cpus() -> int:
+    """CPUs this process may use: its affinity mask, capped by a cgroup CPU quota
+    (a container limited to 2 CPUs on a 64-core host gets 2, not 64)."""
+    try:
+        count = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        count = os.cpu_count() or 1
+    quota = _cgroup_cpu_quota()
+    if quota is not None:
+        count = min(count, max(1, math.ceil(quota)))
+    return max(1, count)
+
+
+def _cgroup_cpu_quota(root: Path = Path("/sys/fs/cgroup")) -> float | None:
+    try:
+        max_, period = (root / "cpu.max").read_text().split()[:2]  # cgroup v2
+        return None if max_ == "max" else int(max_) / int(period)
+    except (OSError, ValueError):
+        pass
+    try:
+        quota_us = int((root / "cpu" / "cpu.cfs_quota_us").read_text())  # cgroup v1
+        period_us = int((root / "cpu" / "cpu.cfs_period_us").read_text())
+        return None if quota_us <= 0 else quota_us / period_us
+    except (OSError, ValueError):
+        return None
+
+
+def shared_socket(host: str, port: int) -> socket.socket:
+    """A TCP socket bound to (host, port) and listening, for every worker to accept on."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(_BACKLOG)
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def reuse_port_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to (host, port) with SO_REUSEPORT, not listening. The parent
+    holds one (it gets no connections; port 0 becomes a real port for all); each
+    worker binds its own, and the server starts listening on it only once the app
+    has started, so no connection waits on a worker that is not serving yet."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+def _stop_with_parent() -> None:
+    """Drain and stop (SIGTERM to ourselves) if the parent dies without stopping us
+    (SIGKILL, a crash): an orphan would keep serving with nobody to stop it."""
+    parent = multiprocessing.parent_process()
+    if parent is None:  # pragma: no cover - only called in a worker
+        return
+
+    def watch() -> None:
+        wait([parent.sentinel])
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    threading.Thread(target=watch, name="parent-watch", daemon=True).start()
+
+
+def _run_worker(
+    settings: Settings,
+    log_level: str,
+    ready: Connection,
+    shared: socket.socket | None,
+    worker_dir: Path,
+) -> None:
+    """A worker's main function (in a fresh interpreter)."""
+    # Until the app's lifespan takes SIGHUP over for reloads, one must not kill us.
+    signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    _stop_with_parent()
+    listen = settings.listen
+    sock = shared if shared is not None else reuse_port_socket(listen.host, listen.port)
+
+    def started() -> None:
+        ready.send(os.getpid())
+        ready.close()
+
+    app = create_app(settings, worker_dir=worker_dir)
+    run_server(app, settings, log_level=log_level, sockets=[sock], on_started=started)
+
+
+@dataclass(eq=False)
+class _Worker:
+    process: BaseProcess
+    ready_pipe: Connection
+    ready: bool = False
+    hup_pending: bool = False
+    exited: bool = False
+
+
+@dataclass
+class _Supervisor:
+    settings: Settings
+    log_level: str
+    count: int
+    shared: socket.socket | None
+    worker_dir: Path
+    context: Any = field(default_factory=lambda: multiprocessing.get_context("spawn"))
+    workers: list[_Worker] = field(default_factory=list)
+    signals: list[int] = field(default_factory=list)
+    stopping: bool = False
+    killed: bool = False
+    announced: bool = False
+    exit_code: int = 0
+
+    def start_worker(self) -> _Worker:
+        reader, writer = self.context.Pipe(duplex=False)
+        process = self.context.Process(
+            target=_run_worker,
+            args=(self.settings, self.log_level, writer, self.shared, self.worker_dir),
+            name="ft-gateway-worker",
+        )
+        process.start()
+        writer.close()
+        worker = _Worker(process, reader)
+        self.workers.append(worker)
+        return worker
+
+    def on_signal(self, signum: int, frame: FrameType | None) -> None:
+        self.signals.append(signum)
+
+    def handle_signals(self) -> None:
+        while self.signals:
+            signum = self.signals.pop(0)
+            if signum == signal.SIGHUP:
+                logger.info("SIGHUP: every worker reloads its policy")
+                for worker in self.live():
+                    if worker.ready:
+                        self.kill(worker, signal.SIGHUP)
+                    else:
+                        worker.hup_pending = True
+            elif not self.stopping:
+                logger.info("stopping %d workers", len(self.live()))
+                self.stop()
+            elif not self.killed:
+                logger.warning("second stop signal: killing the workers")
+                self.killed = True
+                for worker in self.live():
+                    self.kill(worker, signal.SIGKILL)
+
+    def stop(self) -> None:
+        self.stopping = True
+        for worker in self.live():
+            self.kill(worker, signal.SIGTERM)
+
+    def kill(self, worker: _Worker, signum: int) -> None:
+        pid = worker.process.pid
+        if pid is not None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signum)
+
+    def live(self) -> list[_Worker]:
+        return [w for w in self.workers if not w.exited]
+
+    def on_ready(self, worker: _Worker) -> None:
+        try:
+            worker.ready_pipe.recv()
+        except (EOFError, OSError):
+            pass  # it died before it was ready: its sentinel says so
+        else:
+            worker.ready = True
+            if self.announced:
+                logger.info("worker %s started", worker.process.pid)
+            if worker.hup_pending:
+                worker.hup_pending = False
+                self.kill(worker, signal.SIGHUP)
+        worker.ready_pipe.close()
+        if not self.announced and sum(w.ready for w in self.live()) == self.count:
+            self.announced = True
+            pids = ", ".join(str(w.process.pid) for w in self.live())
+            listen = self.settings.listen
+            logger.info(
+                "ft-gateway serving on http://%s:%d with %d workers (pids %s)",
+                listen.host,
+                listen.port,
+                self.count,
+                pids,
+            )
+
+    def on_exit(self, worker: _Worker) -> None:
+        worker.exited = True
+        worker.process.join()
+        self.workers.remove(worker)
+        if worker.process.pid is not None:
+            mark_worker_dead(self.worker_dir, worker.process.pid)
+        if self.stopping:
+            return
+        if not worker.ready:
+            logger.error(
+                "a worker failed to start (exit code %s); stopping", worker.process.exitcode
+            )
+            self.exit_code = 1
+            self.stop()
+            return
+        logger.warning(
+            "worker %s exited with code %s; starting another",
+            worker.process.pid,
+            worker.process.exitcode,
+        )
+        self.start_worker()
+
+    def run(self, wakeup: int) -> int:
+        for _ in range(self.count):
+            self.start_worker()
+        while self.workers:
+            self.handle_signals()
+            waiting: dict[Any, tuple[str, _Worker]] = {}
+            for worker in self.workers:
+                waiting[worker.process.sentinel] = ("exit", worker)
+                if not worker.ready and not worker.ready_pipe.closed:
+                    waiting[worker.ready_pipe] = ("ready", worker)
+            for item in wait([*waiting, wakeup]):
+                if item == wakeup:
+                    with contextlib.suppress(BlockingIOError):
+                        os.read(wakeup, 512)
+                    continue
+                kind, worker = waiting[item]
+                if kind == "ready" and not worker.ready_pipe.closed:
+                    self.on_ready(worker)
+                elif kind == "exit" and not worker.exited:
+                    if not worker.ready and not worker.ready_pipe.closed:
+                        self.on_ready(worker)
+                    self.on_exit(worker)
+        return self.exit_code
+
+
+@contextlib.contextmanager
+def _signals(supervisor: _Supervisor) -> Iterator[int]:
+    read_fd, write_fd = os.pipe()
+    os.set_blocking(read_fd, False)
+    os.set_blocking(write_fd, False)
+    handled = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    previous = {s: signal.signal(s, supervisor.on_signal) for s in handled}
+    old_wakeup = signal.set_wakeup_fd(write_fd)
+    try:
+        yield read_fd
+    finally:
+        signal.set_wakeup_fd(old_wakeup)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        os.close(read_fd)
+        os.close(write_fd)
+
+
+def serve_workers(
+    settings: Settings,
+    *,
+    workers: int,
+    log_level: str = "info",
+    reuse_port: bool = REUSE_PORT,
+) -> int:
+    """Run ``workers`` worker processes until SIGINT/SIGTERM; the exit code."""
+    logging.config.dictConfig(logging_config(settings.log.format, log_level))
+    listen = settings.listen
+    with contextlib.ExitStack() as stack:
+        try:
+            if reuse_port:
+                holder, shared = reuse_port_socket(listen.host, listen.port), None
+            else:
+                holder = shared = shared_socket(listen.host, listen.port)
+            stack.enter_context(holder)
+            port = holder.getsockname()[1]
+            metrics_port = listen.metrics_port
+            if metrics_port is not None:
+                # Every worker binds the metrics port too (SO_REUSEPORT): any one answers.
+                metrics_holder = stack.enter_context(reuse_port_socket(listen.host, metrics_port))
+                metrics_port = metrics_holder.getsockname()[1]
+        except OSError as exc:
+            logger.error("cannot listen on %s: %s", listen.host, exc.strerror)
+            return 1
+        listen = listen.model_copy(update={"port": port, "metrics_port": metrics_port})
+        settings = settings.model_copy(update={"listen": listen})
+        worker_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ftgw-")))
+        supervisor = _Supervisor(settings, log_level, workers, shared, worker_dir)
+        with _signals(supervisor) as wakeup:
+            return supervisor.run(wakeup)
+    return 1  # pragma: no cover - the with block always returns

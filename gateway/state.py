@@ -1,0 +1,29 @@
+"""What the gateway's endpoints share while it runs."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from gateway._types import Headers
+from gateway.observe.exchange import NullObserver, Observer
+from gateway.policy.engine import Policy
+from gateway.serving.drain import Drain
+from gateway.settings import Settings
+from gateway.upstream.base import UpstreamClient
+
+
+@dataclass
+class GatewayState:
+    """What the endpoints share. ``policy`` is swapped whole on reload: a request
+    reads it once, so it finishes under the policy it started with."""
+
+    settings: Settings
+    policy: Policy
+    upstream_auth: bytes | None = None
+    observer: Observer = field(default_factory=NullObserver)
+    # Checks the client's credentials: returns (client name, policy profile) or
+    # raises AuthenticationFailed. None: no keys configured.
+    authenticate: Callable[[Headers], tuple[str | None, str | None]] | None = None
+    upstream: UpstreamClient = field(init=False)
+    drain: Drain = field(default_factory=Drain)
