@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import bisect
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import (
@@ -239,24 +239,19 @@ class Metrics:
 
 def families(t: Tallies) -> Iterator[Metric]:
     """Prometheus metric families for ``t``."""
-    requests = CounterMetricFamily(
+    yield _counter(
         "ft_gateway_requests",
         "Requests answered, by route, model and HTTP status (499: the client left first).",
-        labels=["route", "model", "status"],
+        ["route", "model", "status"],
+        t.requests,
     )
-    for (route, model, status), n in list(t.requests.items()):
-        requests.add_metric([route, model, str(status)], n)
-    yield requests
-
-    decisions = CounterMetricFamily(
+    yield _counter(
         "ft_gateway_policy_decisions",
         "Fields the policy acted on, by route, field and action "
         "(rejected, neutral, stripped, renamed, defaulted).",
-        labels=["route", "field", "action"],
+        ["route", "field", "action"],
+        t.decisions,
     )
-    for labels, n in list(t.decisions.items()):
-        decisions.add_metric(list(labels), n)
-    yield decisions
 
     for name, doc, hists in (
         (
@@ -288,42 +283,31 @@ def families(t: Tallies) -> Iterator[Metric]:
         "Streaming requests sent to the engine and not finished.",
         value=t.streams_in_flight,
     )
-    errors = CounterMetricFamily(
+    yield _counter(
         "ft_gateway_upstream_errors",
         "Engine failures by kind: the gateway's error code (unreachable, timeout, protocol "
         "error, ...), or engine_5xx for an engine answer with a 5xx status.",
-        labels=["kind"],
+        ["kind"],
+        t.upstream_errors,
     )
-    for kind, n in list(t.upstream_errors.items()):
-        errors.add_metric([kind], n)
-    yield errors
-
-    disconnects = CounterMetricFamily(
+    yield _counter(
         "ft_gateway_client_disconnects",
         "Requests whose client hung up before the answer was complete.",
-        labels=["route"],
+        ["route"],
+        t.disconnects,
     )
-    for route, n in list(t.disconnects.items()):
-        disconnects.add_metric([route], n)
-    yield disconnects
-
-    clients = CounterMetricFamily(
+    yield _counter(
         "ft_gateway_client_requests",
         "Requests by API key name and HTTP status (only when API keys are on).",
-        labels=["client", "status"],
+        ["client", "status"],
+        t.clients,
     )
-    for (client, status), n in list(t.clients.items()):
-        clients.add_metric([client, str(status)], n)
-    yield clients
-
-    reloads = CounterMetricFamily(
+    yield _counter(
         "ft_gateway_policy_reloads",
         "Policy reloads by result: loaded, unchanged, failed (the old policy stays live).",
-        labels=["result"],
+        ["result"],
+        t.reloads,
     )
-    for result, n in list(t.reloads.items()):
-        reloads.add_metric([result], n)
-    yield reloads
 
     info = GaugeMetricFamily(
         "ft_gateway_policy_info",
@@ -340,3 +324,14 @@ def families(t: Tallies) -> Iterator[Metric]:
         loaded.add_metric([], at)
     yield info
     yield loaded
+
+
+def _counter(
+    name: str, doc: str, labels: list[str], tally: Mapping[Any, int]
+) -> CounterMetricFamily:
+    """A counter family from a tally keyed by one label value or a tuple of them."""
+    family = CounterMetricFamily(name, doc, labels=labels)
+    for key, n in list(tally.items()):
+        values = key if isinstance(key, tuple) else (key,)
+        family.add_metric([str(v) for v in values], n)
+    return family
