@@ -19,6 +19,9 @@ from bench.procstat import descendants
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
+# A checkout of another revision (e.g. a clean clone of main before a change):
+# the gateway-baseline contender runs its code, in this venv, beside this one.
+BASELINE_ENV = "FT_BENCH_BASELINE"
 
 
 @dataclass(frozen=True)
@@ -46,6 +49,9 @@ class Contender:
 
     def available(self) -> bool:
         """Whether this contender can run on this checkout."""
+        if self.name == "gateway-baseline":
+            baseline = os.environ.get(BASELINE_ENV)
+            return baseline is not None and (Path(baseline) / "gateway" / "cli.py").exists()
         if self.name.startswith("gateway"):
             return (ROOT / "gateway" / "cli.py").exists() and (VENV_BIN / "ft-gateway").exists()
         return True
@@ -102,6 +108,16 @@ def _gateway(launch: Launch) -> tuple[list[str], dict[str, str]]:
     return command, {}
 
 
+def _gateway_baseline(launch: Launch) -> tuple[list[str], dict[str, str]]:
+    argv, env = _gateway(launch)
+    # The baseline's own package first on sys.path (the process runs in this
+    # checkout, whose gateway/ would otherwise win).
+    program = "import sys; sys.path.insert(0, sys.argv.pop(1)); from gateway.cli import main; "
+    program += "sys.exit(main(sys.argv[1:]))"
+    baseline = os.environ[BASELINE_ENV]
+    return [str(VENV_BIN / "python"), "-c", program, baseline, *argv[1:]], env
+
+
 CONTENDERS = [
     Contender("direct", "the load generator talks to the fake engine itself", None),
     Contender("nginx", "nginx reverse proxy, one worker, buffering off, keep-alive pool", _nginx),
@@ -109,6 +125,12 @@ CONTENDERS = [
         "naive", "Starlette + httpx pass-through under uvicorn (bench/naive_proxy.py)", _naive
     ),
     Contender("gateway", "ft-gateway serve with the default ft-serve policy", _gateway),
+    Contender(
+        "gateway-baseline",
+        f"the gateway of the checkout in ${BASELINE_ENV} (same config, same venv)",
+        _gateway_baseline,
+        default=False,
+    ),
     Contender(
         "gateway-httpx",
         "the gateway with upstream.client httpx",
