@@ -36,6 +36,7 @@ class Explanation:
     forwarded: bytes | None = None  # what the engine would receive
     changed: bool = False
     error: bytes | None = None  # the exact error body the client would get
+    fanout: int = 1  # n served by fan-out: the engine is asked this many times
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready form (``explain --json``)."""
@@ -47,6 +48,7 @@ class Explanation:
             "status": self.status,
             "forwarded": orjson.loads(self.forwarded) if self.forwarded is not None else None,
             "changed": self.changed,
+            "fanout": self.fanout,
             "error": orjson.loads(self.error) if self.error is not None else None,
         }
 
@@ -80,6 +82,7 @@ def explain_request(
         return result
     result.forwarded = request_content(raw, decision)
     result.changed = decision.changed
+    result.fanout = decision.fanout
     return result
 
 
@@ -98,6 +101,8 @@ def format_explanation(result: Explanation, policy: Policy) -> str:
         lines.append(result.error.decode())
     else:
         how = "changed by the policy" if result.changed else "unchanged, the client's own bytes"
+        if result.fanout > 1:
+            how += f"; sent {result.fanout} times, the answers merged into one"
         lines.append(f"-> forwarded to the engine ({how}):")
         lines.append((result.forwarded or b"").decode(errors="replace").rstrip())
     return "\n".join(lines) + "\n"

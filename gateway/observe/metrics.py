@@ -16,6 +16,7 @@ counted under ``(other)``.
 from __future__ import annotations
 
 import bisect
+import re
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -47,6 +48,7 @@ CONTENT_TYPE = CONTENT_TYPE_LATEST
 CLIENT_CLOSED = 499
 RELOAD_RESULTS = ("loaded", "unchanged", "failed")
 K = TypeVar("K")
+_INDEX = re.compile(r"\[\d+\]")
 _BOUNDS = (*(repr(float(b)) for b in LATENCY_BUCKETS), "+Inf")
 
 
@@ -200,6 +202,10 @@ class Metrics:
         return label
 
     def _field_label(self, name: str) -> str:
+        if "[" in name:
+            # A path inside the request: one label per place, whatever the index
+            # (messages[].content[].type), and not cached by the raw path.
+            return self._fields.label(_INDEX.sub("[]", name))
         label = self._fields.label(name)
         if label != OTHER:
             self._field_labels[name] = label

@@ -7,6 +7,14 @@ A policy names, per route, what the gateway does with each request field:
     strip    remove before forwarding (counted)
     rename   forward under another name (``to``), after checks
     default  set ``value`` when the field is absent; checked like ``pass`` when present
+    fanout   (``n`` only) ask the engine ``n`` times and merge the answers
+
+Rules reach inside values too: ``fields`` holds the rules of an object's keys
+(``unknown_fields`` for the keys it does not name), and ``select`` chooses a
+rule for each member of an array (or for an object) by the value of one of its
+keys: the messages of a chat request by ``role``, their content parts by
+``type``. A chosen rule has the same actions: ``rename`` changes the key's
+value (``developer`` -> ``system``), ``strip`` drops the member.
 
 ``unknown_fields`` says what happens to fields the route does not name. ``models``
 and ``profiles`` hold overlays: partial field rules merged over the route's rules
@@ -16,13 +24,13 @@ file and reporting its problems is loading.py's work.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gateway.policy.values import ValueSpec, json_equal
 
-Action = Literal["pass", "reject", "strip", "rename", "default"]
+Action = Literal["pass", "reject", "strip", "rename", "default", "fanout"]
 UnknownAction = Literal["reject", "strip", "pass"]
 ROUTES = ("/v1/chat/completions", "/v1/completions")
 RouteName = Literal["/v1/chat/completions", "/v1/completions"]
@@ -51,6 +59,17 @@ class FieldRule(ValueSpec):
         description="when set (and not neutral), these other fields must have these values",
     )
     reason: str | None = Field(default=None, description="added to the client's error message")
+    fields: dict[str, FieldRule] | None = Field(
+        default=None, description="an object value: the rules of its keys"
+    )
+    unknown_fields: UnknownAction = Field(
+        default="reject", description="with 'fields': what to do with keys they do not name"
+    )
+    select: Select | None = Field(
+        default=None,
+        description="an array of objects (or an object): a rule for each, chosen by one key's "
+        "value",
+    )
 
     @model_validator(mode="after")
     def _action_keys(self) -> FieldRule:
@@ -64,6 +83,14 @@ class FieldRule(ValueSpec):
             raise ValueError("'value' is only for action 'default'")
         return self
 
+    def model_post_init(self, context: Any) -> None:
+        super().model_post_init(context)
+        # Whether the walk must look inside the value (read for every field).
+        self.__dict__["nested"] = self.fields is not None or self.select is not None
+
+    if TYPE_CHECKING:
+        nested: bool
+
     @property
     def has_value(self) -> bool:
         return self.value is not _UNSET
@@ -72,6 +99,28 @@ class FieldRule(ValueSpec):
         if value is None:
             return self.nullable
         return any(json_equal(value, n) for n in self.neutral)
+
+
+class MemberRule(FieldRule):
+    """The rule a ``select`` chooses for one member: a FieldRule whose action is
+    ``pass`` unless it says otherwise."""
+
+    action: Action = "pass"
+
+
+class Select(BaseModel):
+    """Rules for the members of an array, or for an object, chosen by one key's value."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    key: str = Field(description="the key whose value chooses the rule, e.g. 'role' or 'type'")
+    rules: dict[str, MemberRule] = Field(
+        default_factory=dict, description="the rule for each value of the key"
+    )
+    unknown: MemberRule = Field(
+        default_factory=lambda: MemberRule.model_validate({"action": "reject"}),
+        description="the rule for a value that 'rules' does not name (reject by default)",
+    )
 
 
 class RoutePolicy(BaseModel):

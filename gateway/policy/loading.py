@@ -11,6 +11,7 @@ import difflib
 import hashlib
 import json
 import re
+import typing
 from pathlib import Path
 from typing import Any
 
@@ -18,13 +19,10 @@ from pydantic import BaseModel, ValidationError
 
 from gateway.policy.file import (
     FieldRule,
-    Overlay,
     PolicyFile,
-    RouteOverlay,
-    RoutePolicy,
+    Select,
     merge_rule,
 )
-from gateway.policy.values import ValueSpec
 from gateway.yamlsource import (
     Problem,
     SourceError,
@@ -36,22 +34,38 @@ from gateway.yamlsource import (
 
 
 def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
-    """The model whose keys are allowed at ``loc`` (for "did you mean")."""
-    depth = len(loc)
-    if depth == 1:
-        return PolicyFile
-    if loc[0] == "routes":
-        if depth == 3:
-            return RoutePolicy
-        if depth == 5:
-            return FieldRule
-        return ValueSpec if depth > 5 else None
-    if loc[0] in ("models", "profiles"):
-        if depth == 3:
-            return Overlay
-        if depth == 5:
-            return RouteOverlay
-        return FieldRule if depth == 7 else None
+    """The model whose keys are allowed at ``loc`` (for "did you mean"): walk the
+    models' fields along ``loc``, a mapping's key or a list's index skipped."""
+    model: type[BaseModel] | None = PolicyFile
+    pending: Any = None  # the annotation of a dict or list field still to step into
+    for key in loc[:-1]:
+        if pending is not None:
+            model, pending = _model_of(pending), None
+            continue
+        if model is None:
+            return None
+        info = model.model_fields.get(str(key))
+        if info is None:
+            return None
+        annotation = info.annotation
+        origin = typing.get_origin(annotation)
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if origin in (dict, list):
+            pending = args[-1]
+            model = None
+        else:
+            model = _model_of(annotation)
+    return model if pending is None else None
+
+
+def _model_of(annotation: Any) -> type[BaseModel] | None:
+    candidates = [annotation, *typing.get_args(annotation)]
+    for candidate in candidates:
+        if isinstance(candidate, type) and issubclass(candidate, BaseModel):
+            return candidate
+    # RouteOverlay's fields are plain dicts of a rule's keys (a patch).
+    if typing.get_origin(annotation) is dict:
+        return FieldRule
     return None
 
 
@@ -138,50 +152,96 @@ def _without(data: dict[str, Any], locs: list[tuple[Any, ...]]) -> dict[str, Any
 def _semantic_problems(doc: YamlDocument, policy: PolicyFile) -> list[Problem]:
     problems: list[Problem] = []
 
-    def check_route(where: tuple[Any, ...], fields: dict[str, FieldRule]) -> None:
+    def problem(where: tuple[Any, ...], message: str) -> None:
+        problems.append(doc.problem(where, message))
+
+    def check_rule(where: tuple[Any, ...], name: str, rule: FieldRule) -> None:
+        """One rule's own keys (``where`` is its location in the file)."""
+        for index, value in enumerate(rule.neutral):
+            error = rule.check(value, name)
+            if error is not None:
+                problem(
+                    (*where, "neutral", index),
+                    f"neutral value {json.dumps(value)} fails the field's own check: "
+                    f"{error.message}",
+                )
+        if rule.has_value:
+            error = rule.check(rule.value, name)
+            if error is not None:
+                problem(
+                    (*where, "value"), f"default value fails the field's own check: {error.message}"
+                )
+        kinds = set(rule.type if isinstance(rule.type, list) else [rule.type])
+        if rule.fields is not None:
+            if not kinds & {"object", "any"}:
+                problem((*where, "fields"), "'fields' is for object values, and type excludes them")
+            check_fields((*where, "fields"), rule.fields)
+        if rule.select is not None:
+            if not kinds & {"object", "array", "any"}:
+                problem(
+                    (*where, "select"),
+                    "'select' is for arrays of objects or an object, and type excludes both",
+                )
+            check_select((*where, "select"), rule.select)
+
+    def check_select(where: tuple[Any, ...], select: Select) -> None:
+        members = {**select.rules, "": select.unknown}
+        for value, rule in members.items():
+            at = (*where, "rules", value) if value else (*where, "unknown")
+            if rule.action in ("default", "fanout"):
+                problem((*at, "action"), f"action '{rule.action}' is not for a select's rules")
+            if rule.action == "rename" and rule.to is not None:
+                target = select.rules.get(rule.to)
+                if rule.to == value:
+                    problem((*at, "to"), "renames onto itself")
+                elif target is None:
+                    problem(
+                        (*at, "to"),
+                        f"renames {select.key} onto '{rule.to}', which these rules do not name",
+                    )
+                elif target.action == "reject":
+                    problem(
+                        (*at, "to"),
+                        f"renames {select.key} onto '{rule.to}', which these rules reject: "
+                        "the renamed member would bypass that rule",
+                    )
+            check_rule(at, f"{select.key} '{value}'", rule)
+
+    def check_fields(
+        where: tuple[Any, ...], fields: dict[str, FieldRule], *, top: bool = False
+    ) -> None:
         for name, rule in fields.items():
-            for index, value in enumerate(rule.neutral):
-                error = rule.check(value, name)
-                if error is not None:
-                    problems.append(
-                        doc.problem(
-                            (*where, name, "neutral", index),
-                            f"neutral value {json.dumps(value)} fails the field's own check: "
-                            f"{error.message}",
-                        )
+            if rule.action == "fanout":
+                if not top or name != "n":
+                    problem((*where, name, "action"), "action 'fanout' is only for the field 'n'")
+                elif rule.maximum is None:
+                    problem(
+                        (*where, name),
+                        "action 'fanout' needs 'maximum' (the most requests one client request "
+                        "may become)",
                     )
-            if rule.has_value:
-                error = rule.check(rule.value, name)
-                if error is not None:
-                    problems.append(
-                        doc.problem(
-                            (*where, name, "value"),
-                            f"default value fails the field's own check: {error.message}",
-                        )
-                    )
+            check_rule((*where, name), name, rule)
             if rule.to is not None:
                 target = fields.get(rule.to)
                 if rule.to == name:
-                    problems.append(doc.problem((*where, name, "to"), "renames onto itself"))
+                    problem((*where, name, "to"), "renames onto itself")
                 elif target is not None and target.action not in ("pass", "default"):
-                    problems.append(
-                        doc.problem(
-                            (*where, name, "to"),
-                            f"renames onto '{rule.to}', which this route also names with "
-                            f"action '{target.action}': the renamed value would bypass that rule",
-                        )
+                    problem(
+                        (*where, name, "to"),
+                        f"renames onto '{rule.to}', which this route also names with "
+                        f"action '{target.action}': the renamed value would bypass that rule",
                     )
                 others = [o for o, r in fields.items() if r.to == rule.to and o != name]
                 if others:
-                    problems.append(
-                        doc.problem(
-                            (*where, name, "to"),
-                            f"renames onto '{rule.to}', as '{others[0]}' does too",
-                        )
+                    problem(
+                        (*where, name, "to"), f"renames onto '{rule.to}', as '{others[0]}' does too"
                     )
             for other in rule.requires or {}:
                 if other == name:
-                    problems.append(doc.problem((*where, name, "requires"), "requires itself"))
+                    problem((*where, name, "requires"), "requires itself")
+
+    def check_route(where: tuple[Any, ...], fields: dict[str, FieldRule]) -> None:
+        check_fields(where, fields, top=True)
 
     route_fields = {str(route): rp.fields for route, rp in policy.routes.items()}
     for route, fields in route_fields.items():

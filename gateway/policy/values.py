@@ -8,9 +8,10 @@ are not integers, and a neutral value ``1`` does not match ``1.0`` or ``true``.
 from __future__ import annotations
 
 import math
+import re
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from gateway.errors import InvalidRequest
 
@@ -93,6 +94,11 @@ class ValueSpec(BaseModel):
     min_items: int | None = Field(default=None, ge=0)
     max_items: int | None = Field(default=None, ge=0)
     enum: list[Any] | None = None
+    min_length: int | None = Field(default=None, ge=0, description="a string's least length")
+    max_length: int | None = Field(default=None, ge=0, description="a string's greatest length")
+    pattern: str | None = Field(
+        default=None, description="a regular expression a string must match (the whole string)"
+    )
     items: ValueSpec | None = Field(default=None, description="spec of each array item")
     values: ValueSpec | None = Field(default=None, description="spec of each object value")
     # Worked out once from the fields above (this runs for every field of every
@@ -103,6 +109,17 @@ class ValueSpec(BaseModel):
     if TYPE_CHECKING:
         types: frozenset[PyType]
         accepts: frozenset[PyType]
+        regex: re.Pattern[str] | None
+
+    @field_validator("pattern")
+    @classmethod
+    def _compiles(cls, pattern: str | None) -> str | None:
+        if pattern is not None:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ValueError(f"not a regular expression: {exc}") from None
+        return pattern
 
     def model_post_init(self, context: Any) -> None:
         kinds = self.type if isinstance(self.type, list) else [self.type]
@@ -117,7 +134,11 @@ class ValueSpec(BaseModel):
             or self.max_items is not None
             or self.items is not None
             or self.values is not None
+            or self.min_length is not None
+            or self.max_length is not None
+            or self.pattern is not None
         )
+        self.__dict__["regex"] = re.compile(self.pattern) if self.pattern is not None else None
         if not constrained:
             self.__dict__["accepts"] = types | {type(None)} if self.nullable else types
 
@@ -151,6 +172,8 @@ class ValueSpec(BaseModel):
                 param=param,
                 code="invalid_value",
             )
+        if isinstance(value, str):
+            return self._check_string(value, param)
         if isinstance(value, list):
             return self._check_array(value, param)
         if isinstance(value, dict) and self.values is not None:
@@ -183,6 +206,31 @@ class ValueSpec(BaseModel):
                 f"Expected a value >= {_num(self.minimum)}, but got {_num(value)} instead.",
                 param=param,
                 code=f"{kind}_below_min_value",
+            )
+        return None
+
+    def _check_string(self, value: str, param: str) -> InvalidRequest | None:
+        if self.min_length is not None and len(value) < self.min_length:
+            what = "empty string" if not value else "string too short"
+            return InvalidRequest(
+                f"Invalid '{param}': {what}. Expected a string with minimum length "
+                f"{self.min_length}, but got a string with length {len(value)} instead.",
+                param=param,
+                code="empty_string" if not value else "string_below_min_length",
+            )
+        if self.max_length is not None and len(value) > self.max_length:
+            return InvalidRequest(
+                f"Invalid '{param}': string too long. Expected a string with maximum length "
+                f"{self.max_length}, but got a string with length {len(value)} instead.",
+                param=param,
+                code="string_above_max_length",
+            )
+        if self.regex is not None and self.regex.fullmatch(value) is None:
+            return InvalidRequest(
+                f"Invalid '{param}': string does not match pattern. Expected a string that "
+                f"matches the pattern '{self.pattern}'.",
+                param=param,
+                code="invalid_value",
             )
         return None
 

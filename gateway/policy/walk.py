@@ -1,0 +1,365 @@
+"""Walking a request against its rules: an object's keys, then inside their values.
+
+One function, ``walk_object``, serves the request body and every object inside
+it (a message, a content part, a tool call), so nested rules have exactly the
+actions and checks of top-level fields. Four steps per object: each key
+present against its rule (recursing into ``fields`` and ``select``), the keys
+the rules require, the cross-key ``requires``, and, only when nothing was
+rejected, the rewrite (strips, renames, defaults, changed members). A
+changed object is a new one: the client's parsed body is never modified, so a
+request the policy does not change is forwarded as the client's own bytes.
+
+Paths name what was wrong the way OpenAI does: ``messages[2].content[1].type``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from gateway.errors import InvalidRequest
+from gateway.policy.file import FieldRule, Select, UnknownAction
+
+# Outcomes recorded per field. "passed" is only recorded when tracing (explain):
+# the hot path records only what the operator needs to count.
+PASSED = "passed"
+NEUTRAL = "neutral"
+REJECTED = "rejected"
+STRIPPED = "stripped"
+RENAMED = "renamed"
+DEFAULTED = "defaulted"
+UNKNOWN = "unknown"
+FANOUT = "fanout"
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What the policy did with one field (``field`` is its path)."""
+
+    field: str
+    action: str
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectRules:
+    """The rules of an object's keys, compiled for the walk."""
+
+    rules: dict[str, FieldRule]
+    unknown: UnknownAction
+    required: tuple[str, ...]
+    defaults: tuple[tuple[str, Any], ...]
+    requires: tuple[tuple[str, FieldRule], ...]
+
+
+def compile_rules(rules: dict[str, FieldRule], unknown: UnknownAction) -> ObjectRules:
+    """ObjectRules for ``rules`` (keys not named follow ``unknown``)."""
+    return ObjectRules(
+        rules=rules,
+        unknown=unknown,
+        required=tuple(n for n, r in rules.items() if r.required),
+        defaults=tuple((n, r.value) for n, r in rules.items() if r.action == "default"),
+        requires=tuple((n, r) for n, r in rules.items() if r.requires),
+    )
+
+
+def _object_rules(rule: FieldRule) -> ObjectRules:
+    # Compiled once per rule, kept beside the model's fields (see values.py).
+    compiled: ObjectRules | None = rule.__dict__.get("object_rules")
+    if compiled is None:
+        compiled = compile_rules(rule.fields or {}, rule.unknown_fields)
+        rule.__dict__["object_rules"] = compiled
+    return compiled
+
+
+class Walk:
+    """One request's walk: the outcomes so far, the first error, the fan-out asked for."""
+
+    __slots__ = ("outcomes", "trace", "error", "fanout")
+
+    def __init__(self, outcomes: list[Outcome], *, trace: bool) -> None:
+        self.outcomes = outcomes
+        self.trace = trace
+        self.error: InvalidRequest | None = None
+        self.fanout = 1
+
+    def reject(self, path: str, problem: InvalidRequest) -> None:
+        self.outcomes.append(Outcome(path, REJECTED, problem.message))
+        if self.error is None:
+            self.error = problem
+
+
+def _path(prefix: str, name: str) -> str:
+    return f"{prefix}.{name}" if prefix else name
+
+
+def missing(path: str) -> InvalidRequest:
+    """The error for a required field that is absent (or null)."""
+    return InvalidRequest(
+        f"Missing required parameter: '{path}'.", param=path, code="missing_required_parameter"
+    )
+
+
+def unsupported(path: str, value: Any, rule: FieldRule) -> InvalidRequest:
+    """The error for a value a ``reject`` rule does not accept."""
+    supported = [n for n in rule.neutral if n is not None]
+    reason = f" {rule.reason}" if rule.reason else ""
+    if not supported or rule.type == "boolean":
+        return InvalidRequest(
+            f"Unsupported parameter: '{path}' is not supported by this deployment.{reason}",
+            param=path,
+            code="unsupported_parameter",
+        )
+    shown = ", ".join(json.dumps(n) for n in supported)
+    return InvalidRequest(
+        f"Unsupported value: '{path}' does not support {json.dumps(value)[:60]} on this "
+        f"deployment. Supported values are: {shown}.{reason}",
+        param=path,
+        code="unsupported_value",
+    )
+
+
+def walk_object(
+    compiled: ObjectRules,
+    obj: dict[str, Any],
+    prefix: str,
+    walk: Walk,
+    *,
+    known: str | None = None,
+) -> dict[str, Any]:
+    """``obj`` checked against ``compiled``: the same object if nothing changes, else
+    a changed copy. ``known``: a key the caller has dealt with (a select's key)."""
+    drop: list[str] = []
+    renames: list[tuple[str, str]] = []
+    replaced: dict[str, Any] = {}
+    outcomes = walk.outcomes
+    rules = compiled.rules
+    trace = walk.trace
+    for name, value in obj.items():
+        rule = rules.get(name)
+        if rule is None:
+            if name == known:
+                continue
+            if compiled.unknown == "pass":
+                if trace:
+                    outcomes.append(
+                        Outcome(_path(prefix, name), UNKNOWN, "not named by the policy; passed")
+                    )
+                continue
+            path = _path(prefix, name)
+            if compiled.unknown == "strip":
+                drop.append(name)
+                outcomes.append(Outcome(path, STRIPPED, "not named by the policy"))
+                continue
+            walk.reject(
+                path,
+                InvalidRequest(
+                    f"Unknown parameter: '{path}'.", param=path, code="unknown_parameter"
+                ),
+            )
+            continue
+        action = rule.action
+        if action == "strip":
+            drop.append(name)
+            outcomes.append(Outcome(_path(prefix, name), STRIPPED))
+            continue
+        if type(value) in rule.accepts and not rule.nested:
+            problem = None  # the common case: a bare type check, nothing inside
+        else:
+            problem = rule.check(value, _path(prefix, name))
+        if problem is None and rule.required and value is None:
+            problem = missing(_path(prefix, name))
+        if problem is not None:
+            walk.reject(_path(prefix, name), problem)
+            continue
+        if action == "reject":
+            if rule.is_neutral(value):
+                if rule.drop_neutral:
+                    drop.append(name)
+                detail = "dropped" if rule.drop_neutral else "forwarded"
+                outcomes.append(Outcome(_path(prefix, name), NEUTRAL, detail))
+                continue
+            walk.reject(_path(prefix, name), unsupported(_path(prefix, name), value, rule))
+            continue
+        if action == "fanout":
+            if value is not None and value != 1:
+                walk.fanout = value
+                drop.append(name)
+                outcomes.append(Outcome(_path(prefix, name), FANOUT, f"{value} requests"))
+                continue
+        if action == "rename":
+            target = rule.to or name
+            if target in obj:
+                path = _path(prefix, name)
+                walk.reject(
+                    path,
+                    InvalidRequest(
+                        f"Invalid '{path}': it cannot be given together with "
+                        f"'{_path(prefix, target)}'.",
+                        param=path,
+                        code="invalid_value",
+                    ),
+                )
+                continue
+            renames.append((name, target))
+            outcomes.append(Outcome(_path(prefix, name), RENAMED, f"to '{target}'"))
+        elif trace:
+            outcomes.append(Outcome(_path(prefix, name), PASSED))
+        if rule.nested and value is not None:
+            inner = walk_value(rule, value, _path(prefix, name), walk)
+            if inner is not value:
+                replaced[name] = inner
+
+    for name in compiled.required:
+        if name not in obj:
+            path = _path(prefix, name)
+            outcomes.append(Outcome(path, REJECTED, "missing"))
+            if walk.error is None:
+                walk.error = missing(path)
+    for name, rule in compiled.requires:
+        value = obj.get(name)
+        if value is None or (rule.action == "reject" and rule.is_neutral(value)):
+            continue
+        for other, expected in (rule.requires or {}).items():
+            if obj.get(other) != expected or type(obj.get(other)) is not type(expected):
+                path = _path(prefix, name)
+                walk.reject(
+                    path,
+                    InvalidRequest(
+                        f"Invalid '{path}': it is only allowed when '{_path(prefix, other)}' "
+                        f"is {json.dumps(expected)}.",
+                        param=path,
+                        code="invalid_value",
+                    ),
+                )
+                break
+
+    if walk.error is not None:
+        return obj
+    missing_defaults = [(n, v) for n, v in compiled.defaults if n not in obj]
+    if not (drop or renames or replaced or missing_defaults):
+        return obj
+    new = {k: replaced.get(k, v) for k, v in obj.items() if k not in drop}
+    for source, target in renames:
+        new[target] = new.pop(source)
+    for name, value in missing_defaults:
+        new[name] = value
+        outcomes.append(Outcome(_path(prefix, name), DEFAULTED, json.dumps(value)))
+    return new
+
+
+def walk_value(rule: FieldRule, value: Any, path: str, walk: Walk) -> Any:
+    """Inside a value its own rule passed: the rule's ``select`` (on an array's
+    members, or on an object), else its ``fields`` (on an object)."""
+    select = rule.select
+    if select is not None:
+        if isinstance(value, list):
+            return _select_members(select, value, path, walk)
+        if isinstance(value, dict):
+            return _select_one(select, value, path, walk)
+        return value
+    if rule.fields is not None and isinstance(value, dict):
+        return walk_object(_object_rules(rule), value, path, walk)
+    return value
+
+
+_STRIPPED: Any = object()
+
+
+def _select_members(select: Select, members: list[Any], path: str, walk: Walk) -> list[Any]:
+    changed: list[Any] | None = None
+    for index, member in enumerate(members):
+        where = f"{path}[{index}]"
+        if not isinstance(member, dict):
+            walk.reject(
+                where,
+                InvalidRequest(
+                    f"Invalid type for '{where}': expected an object.",
+                    param=where,
+                    code="invalid_type",
+                ),
+            )
+            continue
+        result = _select_one(select, member, where, walk)
+        if result is not member and changed is None:
+            changed = members[:index]
+        if changed is not None and result is not _STRIPPED:
+            changed.append(result)
+    return members if changed is None else changed
+
+
+def _select_one(select: Select, obj: dict[str, Any], path: str, walk: Walk) -> Any:
+    """``obj`` under the rule its key's value chooses; ``_STRIPPED`` if it is dropped."""
+    key = select.key
+    where = f"{path}.{key}"
+    chosen = obj.get(key)
+    if chosen is None:
+        walk.reject(where, missing(where))
+        return obj
+    if not isinstance(chosen, str):
+        walk.reject(
+            where,
+            InvalidRequest(
+                f"Invalid type for '{where}': expected a string.", param=where, code="invalid_type"
+            ),
+        )
+        return obj
+    rule = select.rules.get(chosen)
+    named = rule is not None
+    if rule is None:
+        rule = select.unknown
+    action = rule.action
+    if action == "strip":
+        walk.outcomes.append(Outcome(path, STRIPPED, f"{key} '{chosen}'"))
+        return _STRIPPED
+    if action == "reject" and not rule.is_neutral(obj):
+        walk.reject(where, _unselected(select, chosen, where, rule, named=named))
+        return obj
+    problem = rule.check(obj, path)
+    if problem is not None:
+        walk.reject(path, problem)
+        return obj
+    out = obj
+    if action == "rename" and rule.to is not None:
+        out = {**obj, key: rule.to}
+        walk.outcomes.append(Outcome(where, RENAMED, f"'{chosen}' to '{rule.to}'"))
+    elif walk.trace:
+        walk.outcomes.append(Outcome(where, PASSED, f"rule for '{chosen}'" if named else ""))
+    if rule.fields is not None:
+        inner = walk_object(_object_rules(rule), out, path, walk, known=key)
+    elif rule.select is not None:
+        inner = walk_value(rule, out, path, walk)
+    else:
+        inner = out
+    return inner
+
+
+def _unselected(
+    select: Select, chosen: str, where: str, rule: FieldRule, *, named: bool
+) -> InvalidRequest:
+    supported = [name for name, r in select.rules.items() if r.action != "reject"]
+    shown = _quoted_list(supported)
+    reason = f" {rule.reason}" if rule.reason else ""
+    if not named:
+        # OpenAI's own answer to an unknown role: 400 invalid_value naming messages[i].role.
+        return InvalidRequest(
+            f"Invalid value: '{chosen}'. Supported values are: {shown}.{reason}",
+            param=where,
+            code="invalid_value",
+        )
+    return InvalidRequest(
+        f"Unsupported value: '{where}' does not support '{chosen}' on this deployment. "
+        f"Supported values are: {shown}.{reason}",
+        param=where,
+        code="unsupported_value",
+    )
+
+
+def _quoted_list(names: list[str]) -> str:
+    quoted = [f"'{n}'" for n in names]
+    if not quoted:
+        return "none"
+    if len(quoted) == 1:
+        return quoted[0]
+    return ", ".join(quoted[:-1]) + f", and {quoted[-1]}"
