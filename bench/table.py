@@ -41,11 +41,18 @@ def format_table(rows: list[Row], contenders: list[str]) -> str:
                 *(format_number(row.ratios.get(k, math.nan)) for k in ratio_columns),
             ]
         )
-    widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
+    return markdown(lines, left=2)
+
+
+def markdown(lines: list[list[str]], *, left: int = 1) -> str:
+    """``lines`` (the first is the header) as an aligned table: the first ``left``
+    columns aligned left, the figures right."""
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
     out = []
     for n, line in enumerate(lines):
         cells = [
-            cell.ljust(widths[i]) if i < 2 else cell.rjust(widths[i]) for i, cell in enumerate(line)
+            cell.ljust(widths[i]) if i < left else cell.rjust(widths[i])
+            for i, cell in enumerate(line)
         ]
         out.append("| " + " | ".join(cells) + " |")
         if n == 0:

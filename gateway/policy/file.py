@@ -86,10 +86,20 @@ class FieldRule(ValueSpec):
     def model_post_init(self, context: Any) -> None:
         super().model_post_init(context)
         # Whether the walk must look inside the value (read for every field).
-        self.__dict__["nested"] = self.fields is not None or self.select is not None
+        nested = self.fields is not None or self.select is not None
+        self.__dict__["nested"] = nested
+        # The value types this rule forwards as they are with no further work: a
+        # pass rule's bare type check, not null when required, nothing inside.
+        fast: frozenset[type] = frozenset()
+        if self.action == "pass":
+            fast = self.accepts - {type(None)} if self.required else self.accepts
+            if nested:
+                fast = fast - {list, dict}
+        self.__dict__["fast"] = fast
 
     if TYPE_CHECKING:
         nested: bool
+        fast: frozenset[type]
 
     @property
     def has_value(self) -> bool:

@@ -51,16 +51,22 @@ class ObjectRules:
     required: tuple[str, ...]
     defaults: tuple[tuple[str, Any], ...]
     requires: tuple[tuple[str, FieldRule], ...]
+    # No defaults and no cross-key rules: an object whose every key passes its
+    # rule's bare type check needs no more (the fast path of walk_object).
+    plain: bool
 
 
 def compile_rules(rules: dict[str, FieldRule], unknown: UnknownAction) -> ObjectRules:
     """ObjectRules for ``rules`` (keys not named follow ``unknown``)."""
+    defaults = tuple((n, r.value) for n, r in rules.items() if r.action == "default")
+    requires = tuple((n, r) for n, r in rules.items() if r.requires)
     return ObjectRules(
         rules=rules,
         unknown=unknown,
         required=tuple(n for n, r in rules.items() if r.required),
-        defaults=tuple((n, r.value) for n, r in rules.items() if r.action == "default"),
-        requires=tuple((n, r) for n, r in rules.items() if r.requires),
+        defaults=defaults,
+        requires=requires,
+        plain=not defaults and not requires,
     )
 
 
@@ -130,11 +136,13 @@ def walk_object(
 ) -> dict[str, Any]:
     """``obj`` checked against ``compiled``: the same object if nothing changes, else
     a changed copy. ``known``: a key the caller has dealt with (a select's key)."""
+    if not walk.trace and _passes(compiled, obj, known):
+        return obj
+    rules = compiled.rules
     drop: list[str] = []
     renames: list[tuple[str, str]] = []
     replaced: dict[str, Any] = {}
     outcomes = walk.outcomes
-    rules = compiled.rules
     trace = walk.trace
     for name, value in obj.items():
         rule = rules.get(name)
@@ -164,8 +172,8 @@ def walk_object(
             drop.append(name)
             outcomes.append(Outcome(_path(prefix, name), STRIPPED))
             continue
-        if type(value) in rule.accepts and not rule.nested:
-            problem = None  # the common case: a bare type check, nothing inside
+        if type(value) in rule.accepts:
+            problem = None  # the common case: a bare type check (paths built only when needed)
         else:
             problem = rule.check(value, _path(prefix, name))
         if problem is None and rule.required and value is None:
@@ -206,7 +214,7 @@ def walk_object(
             outcomes.append(Outcome(_path(prefix, name), RENAMED, f"to '{target}'"))
         elif trace:
             outcomes.append(Outcome(_path(prefix, name), PASSED))
-        if rule.nested and value is not None:
+        if rule.nested and (type(value) is list or type(value) is dict):
             inner = walk_value(rule, value, _path(prefix, name), walk)
             if inner is not value:
                 replaced[name] = inner
@@ -237,16 +245,37 @@ def walk_object(
 
     if walk.error is not None:
         return obj
-    missing_defaults = [(n, v) for n, v in compiled.defaults if n not in obj]
+    missing_defaults = (
+        [(n, v) for n, v in compiled.defaults if n not in obj] if compiled.defaults else None
+    )
     if not (drop or renames or replaced or missing_defaults):
         return obj
     new = {k: replaced.get(k, v) for k, v in obj.items() if k not in drop}
     for source, target in renames:
         new[target] = new.pop(source)
-    for name, value in missing_defaults:
+    for name, value in missing_defaults or ():
         new[name] = value
         outcomes.append(Outcome(_path(prefix, name), DEFAULTED, json.dumps(value)))
     return new
+
+
+def _passes(compiled: ObjectRules, obj: dict[str, Any], known: str | None) -> bool:
+    """Whether ``obj`` needs nothing but bare type checks, all passed: most objects
+    (a message with string content, a text part) are done in this one loop."""
+    if not compiled.plain:
+        return False
+    rules = compiled.rules
+    for name, value in obj.items():
+        rule = rules.get(name)
+        if rule is None:
+            if name != known:
+                return False
+        elif type(value) not in rule.fast:
+            return False
+    for name in compiled.required:
+        if name not in obj:
+            return False
+    return True
 
 
 def walk_value(rule: FieldRule, value: Any, path: str, walk: Walk) -> Any:
@@ -269,7 +298,25 @@ _STRIPPED: Any = object()
 
 def _select_members(select: Select, members: list[Any], path: str, walk: Walk) -> list[Any]:
     changed: list[Any] | None = None
+    rules = select.rules
+    key = select.key
+    fast = not walk.trace
     for index, member in enumerate(members):
+        if fast and type(member) is dict:
+            # The common case first: a member its rule passes as it is.
+            chosen = member.get(key)
+            rule = rules.get(chosen) if type(chosen) is str else None
+            if (
+                rule is not None
+                and rule.action == "pass"
+                and rule.fields is not None
+                and rule.select is None
+                and type(member) in rule.accepts
+                and _passes(rule.__dict__.get("object_rules") or _object_rules(rule), member, key)
+            ):
+                if changed is not None:
+                    changed.append(member)
+                continue
         where = f"{path}[{index}]"
         if not isinstance(member, dict):
             walk.reject(
@@ -292,8 +339,20 @@ def _select_members(select: Select, members: list[Any], path: str, walk: Walk) -
 def _select_one(select: Select, obj: dict[str, Any], path: str, walk: Walk) -> Any:
     """``obj`` under the rule its key's value chooses; ``_STRIPPED`` if it is dropped."""
     key = select.key
-    where = f"{path}.{key}"
     chosen = obj.get(key)
+    rule = select.rules.get(chosen) if type(chosen) is str else None
+    if rule is not None and rule.action == "pass" and not walk.trace:
+        # The common case (a known role, a text part): straight to the member's keys.
+        if type(obj) not in rule.accepts:
+            problem = rule.check(obj, path)
+            if problem is not None:
+                walk.reject(path, problem)
+                return obj
+        if rule.fields is not None:
+            compiled = rule.__dict__.get("object_rules") or _object_rules(rule)
+            return walk_object(compiled, obj, path, walk, known=key)
+        return walk_value(rule, obj, path, walk) if rule.select is not None else obj
+    where = f"{path}.{key}"
     if chosen is None:
         walk.reject(where, missing(where))
         return obj
@@ -305,7 +364,6 @@ def _select_one(select: Select, obj: dict[str, Any], path: str, walk: Walk) -> A
             ),
         )
         return obj
-    rule = select.rules.get(chosen)
     named = rule is not None
     if rule is None:
         rule = select.unknown
@@ -316,10 +374,11 @@ def _select_one(select: Select, obj: dict[str, Any], path: str, walk: Walk) -> A
     if action == "reject" and not rule.is_neutral(obj):
         walk.reject(where, _unselected(select, chosen, where, rule, named=named))
         return obj
-    problem = rule.check(obj, path)
-    if problem is not None:
-        walk.reject(path, problem)
-        return obj
+    if type(obj) not in rule.accepts:
+        problem = rule.check(obj, path)
+        if problem is not None:
+            walk.reject(path, problem)
+            return obj
     out = obj
     if action == "rename" and rule.to is not None:
         out = {**obj, key: rule.to}
@@ -327,12 +386,10 @@ def _select_one(select: Select, obj: dict[str, Any], path: str, walk: Walk) -> A
     elif walk.trace:
         walk.outcomes.append(Outcome(where, PASSED, f"rule for '{chosen}'" if named else ""))
     if rule.fields is not None:
-        inner = walk_object(_object_rules(rule), out, path, walk, known=key)
-    elif rule.select is not None:
-        inner = walk_value(rule, out, path, walk)
-    else:
-        inner = out
-    return inner
+        return walk_object(_object_rules(rule), out, path, walk, known=key)
+    if rule.select is not None:
+        return walk_value(rule, out, path, walk)
+    return out
 
 
 def _unselected(
