@@ -10,7 +10,7 @@ from hypothesis import settings
 
 from gateway.settings import Upstream
 
-pytest_plugins = ["tests.figures"]
+pytest_plugins = ["tests.support.figures"]
 
 # In CI (CI=true) hypothesis draws the same examples every run, so a red build
 # is reproducible; long random searches are scripts/fuzz's job.

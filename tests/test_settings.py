@@ -8,8 +8,7 @@ import pytest
 
 from gateway.settings import load_settings
 from gateway.yamlsource import SourceError, parse_yaml
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.paths import ROOT
 
 
 def test_shipped_config_is_the_defaults() -> None:
