@@ -13,16 +13,16 @@ import pytest
 
 from gateway.app.factory import create_app
 from gateway.settings import load_settings
-from tests.support.loopback_engine import (
+from tests.support.engine import (
     LAST_CHUNK,
     STREAM_HEAD,
-    LoopbackEngine,
-    SeenRequest,
+    FakeEngine,
+    Seen,
     Wire,
     chunk,
     http_response,
-    refused_url,
 )
+from tests.support.faults import refused_url
 from tests.support.paths import ROOT
 from tests.support.servers import running_server
 
@@ -73,11 +73,11 @@ async def gateway(engine_url: str, upstream_client: str) -> AsyncIterator[openai
 
 
 async def test_chat_answer_through_the_sdk(upstream_client: str) -> None:
-    async def engine_answers(request: SeenRequest, wire: Wire) -> None:
+    async def engine_answers(request: Seen, wire: Wire) -> None:
         body = json.dumps(ANSWER).encode()
         await wire.send(http_response(200, body, headers=[(b"Content-Type", b"application/json")]))
 
-    async with LoopbackEngine(engine_answers).running() as engine:
+    async with FakeEngine(engine_answers) as engine:
         async with gateway(engine.url, upstream_client) as client:
             completion = await client.chat.completions.create(
                 model=MODEL, messages=[{"role": "user", "content": "hi"}], seed=3
@@ -95,12 +95,12 @@ async def test_chat_answer_through_the_sdk(upstream_client: str) -> None:
 async def test_stream_is_relayed_chunk_by_chunk(upstream_client: str) -> None:
     received = asyncio.Event()
 
-    async def engine_streams(request: SeenRequest, wire: Wire) -> None:
+    async def engine_streams(request: Seen, wire: Wire) -> None:
         await wire.send(STREAM_HEAD + chunk(sse("Hel")))
         await received.wait()
         await wire.send(chunk(sse("lo", finish="stop")) + chunk(b"data: [DONE]\n\n") + LAST_CHUNK)
 
-    async with LoopbackEngine(engine_streams).running() as engine:
+    async with FakeEngine(engine_streams) as engine:
         async with gateway(engine.url, upstream_client) as client:
             stream = await client.chat.completions.create(
                 model=MODEL, messages=[{"role": "user", "content": "hi"}], stream=True
@@ -115,12 +115,11 @@ async def test_stream_is_relayed_chunk_by_chunk(upstream_client: str) -> None:
 async def test_client_leaving_a_stream_closes_the_engine_connection(
     upstream_client: str,
 ) -> None:
-    async def engine_streams(request: SeenRequest, wire: Wire) -> None:
+    async def engine_streams(request: Seen, wire: Wire) -> None:
         await wire.send(STREAM_HEAD + chunk(sse("Hel")))
         await wire.until_client_leaves()
 
-    engine = LoopbackEngine(engine_streams)
-    async with engine.running():
+    async with FakeEngine(engine_streams) as engine:
         async with gateway(engine.url, upstream_client) as client:
             stream = await client.chat.completions.create(
                 model=MODEL, messages=[{"role": "user", "content": "hi"}], stream=True
@@ -146,11 +145,11 @@ async def test_engine_down_is_a_502_naming_it(upstream_client: str) -> None:
 async def test_models_pass_through(upstream_client: str) -> None:
     models = {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "x"}]}
 
-    async def engine_lists(request: SeenRequest, wire: Wire) -> None:
+    async def engine_lists(request: Seen, wire: Wire) -> None:
         body = json.dumps(models).encode()
         await wire.send(http_response(200, body, headers=[(b"content-type", b"application/json")]))
 
-    async with LoopbackEngine(engine_lists).running() as engine:
+    async with FakeEngine(engine_lists) as engine:
         async with gateway(engine.url, upstream_client) as client:
             assert [m.id async for m in client.models.list()] == [MODEL]
     assert engine.requests[0].method == "GET"

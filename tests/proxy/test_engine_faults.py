@@ -16,7 +16,7 @@ import httpx
 import openai
 import pytest
 
-from tests.support.badengine import BadEngine
+from tests.support.engine import FakeEngine
 from tests.support.faults import CHAT, DEADLINE, Gateway, chat, fault_settings, gateway_for
 from tests.support.servers import free_port
 
@@ -24,13 +24,13 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-async def engine() -> AsyncIterator[BadEngine]:
-    async with BadEngine() as engine:
+async def engine() -> AsyncIterator[FakeEngine]:
+    async with FakeEngine() as engine:
         yield engine
 
 
 @pytest.fixture
-async def gateway(engine: BadEngine, upstream_client: str) -> AsyncIterator[Gateway]:
+async def gateway(engine: FakeEngine, upstream_client: str) -> AsyncIterator[Gateway]:
     async with gateway_for(fault_settings(engine.url, client=upstream_client)) as gw:
         yield gw
 
@@ -96,7 +96,7 @@ CASES = [
     ],
 )
 async def test_engine_fault_gets_a_defined_answer_and_others_are_served(
-    engine: BadEngine,
+    engine: FakeEngine,
     gateway: Gateway,
     mode: str,
     headers: dict[str, str],
@@ -133,9 +133,9 @@ async def test_engine_fault_gets_a_defined_answer_and_others_are_served(
 
 
 async def test_redirect_is_never_followed_nor_passed_on(
-    engine: BadEngine, gateway: Gateway
+    engine: FakeEngine, gateway: Gateway
 ) -> None:
-    async with BadEngine() as trap:
+    async with FakeEngine() as trap:
         location = f"{trap.url}/v1/chat/completions"
         async with httpx.AsyncClient(base_url=gateway.url) as client:
             response = await client.post(
@@ -158,7 +158,7 @@ async def test_engine_refusing_connections_then_coming_back(upstream_client: str
             ready = await client.get("/readyz")
             assert ready.status_code == 503
             assert (await client.get("/healthz")).status_code == 200
-            async with BadEngine(port=port):
+            async with FakeEngine(port=port):
                 await healthy_request_succeeds(client)
                 assert (await client.get("/readyz")).status_code == 200
 

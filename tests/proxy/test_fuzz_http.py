@@ -19,7 +19,7 @@ from starlette.testclient import TestClient
 from gateway.app.factory import create_app
 from gateway.serving.server import uvicorn_options
 from gateway.settings import Settings, load_settings
-from tests.support.badengine import completion
+from tests.support.bodies import completion
 from tests.support.faults import POLICY as POLICY_PATH
 from tests.support.fuzzing import (
     ROUTES,
@@ -49,7 +49,7 @@ class Engine:
             self.bodies.append((path, body))
         if orjson.loads(body).get("stream") is True:
             return STREAM, b"text/event-stream"
-        return orjson.dumps(completion("m")), b"application/json"
+        return orjson.dumps(completion()), b"application/json"
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
         content, media = self.answer(request.url.path, request.content)

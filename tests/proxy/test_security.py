@@ -16,7 +16,7 @@ from gateway.access.keys import hash_key
 from gateway.observe.exchange import Observers
 from gateway.observe.logs import AccessLog
 from gateway.proxy import endpoint as proxy
-from tests.support.badengine import BadEngine
+from tests.support.engine import FakeEngine
 from tests.support.faults import CHAT, DEADLINE, Gateway, chat, fault_settings, gateway_for
 
 pytestmark = pytest.mark.anyio
@@ -26,13 +26,13 @@ PROMPT = "PROMPT-SECRET: my card number is 4111 1111 1111 1111"
 
 
 @pytest.fixture
-async def engine() -> AsyncIterator[BadEngine]:
-    async with BadEngine() as engine:
+async def engine() -> AsyncIterator[FakeEngine]:
+    async with FakeEngine() as engine:
         yield engine
 
 
 @pytest.fixture
-async def gateway(engine: BadEngine, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Gateway]:
+async def gateway(engine: FakeEngine, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Gateway]:
     monkeypatch.setenv("TEST_ENGINE_KEY", ENGINE_KEY)
     monkeypatch.setenv("TEST_CLIENT_KEYS", f"alice:{hash_key(CLIENT_KEY)}")
     settings = fault_settings(
@@ -59,7 +59,7 @@ HOSTILE_HEADERS = {
 
 
 async def test_hop_by_hop_headers_and_client_credentials_never_reach_the_engine(
-    engine: BadEngine, gateway: Gateway
+    engine: FakeEngine, gateway: Gateway
 ) -> None:
     async with httpx.AsyncClient(base_url=gateway.url) as client:
         response = await client.post(
@@ -145,7 +145,7 @@ def every_log_line() -> Iterator[list[str]]:
 
 
 async def test_logs_carry_neither_prompts_nor_keys(
-    engine: BadEngine,
+    engine: FakeEngine,
     gateway: Gateway,
     every_log_line: list[str],
     monkeypatch: pytest.MonkeyPatch,

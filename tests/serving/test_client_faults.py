@@ -19,7 +19,7 @@ import orjson
 import pytest
 
 from gateway.serving.server import guarded_protocol
-from tests.support.badengine import BadEngine
+from tests.support.engine import FakeEngine
 from tests.support.faults import CHAT, DEADLINE, Gateway, chat, fault_settings, gateway_for
 
 pytestmark = pytest.mark.anyio
@@ -27,13 +27,13 @@ ROUNDS = 10
 
 
 @pytest.fixture
-async def engine() -> AsyncIterator[BadEngine]:
-    async with BadEngine() as engine:
+async def engine() -> AsyncIterator[FakeEngine]:
+    async with FakeEngine() as engine:
         yield engine
 
 
 @pytest.fixture
-async def gateway(engine: BadEngine, upstream_client: str) -> AsyncIterator[Gateway]:
+async def gateway(engine: FakeEngine, upstream_client: str) -> AsyncIterator[Gateway]:
     # Long engine time-outs: only the client's leaving may end these requests.
     settings = fault_settings(
         engine.url,
@@ -82,7 +82,7 @@ def summary(times: list[float]) -> str:
 
 
 async def test_client_leaving_while_sending_its_body_reaches_no_engine(
-    engine: BadEngine, gateway: Gateway
+    engine: FakeEngine, gateway: Gateway
 ) -> None:
     request_id = uuid.uuid4().hex
     body = orjson.dumps(chat())
@@ -97,7 +97,7 @@ async def test_client_leaving_while_sending_its_body_reaches_no_engine(
 
 
 async def test_client_leaving_while_waiting_closes_the_engine_request(
-    engine: BadEngine, gateway: Gateway, upstream_client: str, figure: Callable[[str, str], None]
+    engine: FakeEngine, gateway: Gateway, upstream_client: str, figure: Callable[[str, str], None]
 ) -> None:
     times = []
     with anyio.fail_after(DEADLINE * 2):
@@ -118,7 +118,7 @@ async def test_client_leaving_while_waiting_closes_the_engine_request(
 
 
 async def test_client_leaving_mid_stream_closes_the_engine_request(
-    engine: BadEngine, gateway: Gateway, upstream_client: str, figure: Callable[[str, str], None]
+    engine: FakeEngine, gateway: Gateway, upstream_client: str, figure: Callable[[str, str], None]
 ) -> None:
     times = []
     with anyio.fail_after(DEADLINE * 2):
@@ -146,7 +146,7 @@ async def test_client_leaving_mid_stream_closes_the_engine_request(
 
 
 async def test_slow_reader_holds_back_the_engine_not_the_gateways_memory(
-    engine: BadEngine, upstream_client: str, figure: Callable[[str, str], None]
+    engine: FakeEngine, upstream_client: str, figure: Callable[[str, str], None]
 ) -> None:
     chunks, pad = 2000, 16 * 1024  # a 32 MiB stream
     settings = fault_settings(
@@ -197,7 +197,7 @@ async def test_slow_reader_holds_back_the_engine_not_the_gateways_memory(
 
 
 @pytest.fixture
-async def limited(engine: BadEngine) -> AsyncIterator[Gateway]:
+async def limited(engine: FakeEngine) -> AsyncIterator[Gateway]:
     async with gateway_for(
         fault_settings(
             engine.url,
@@ -258,7 +258,7 @@ async def test_idle_new_connection_is_closed(limited: Gateway) -> None:
             assert await reader.read() == b""  # closed by the server, nothing said
 
 
-async def test_slow_body_gets_408(limited: Gateway, engine: BadEngine) -> None:
+async def test_slow_body_gets_408(limited: Gateway, engine: FakeEngine) -> None:
     body = orjson.dumps(chat())
     with anyio.fail_after(DEADLINE):
         async with connect(limited.url) as (reader, writer):
@@ -272,7 +272,7 @@ async def test_slow_body_gets_408(limited: Gateway, engine: BadEngine) -> None:
 
 @pytest.mark.parametrize("chunked", [False, True])
 async def test_body_just_over_the_limit_gets_413(
-    limited: Gateway, engine: BadEngine, chunked: bool
+    limited: Gateway, engine: FakeEngine, chunked: bool
 ) -> None:
     base = orjson.dumps(chat(messages=[{"role": "user", "content": ""}]))
     pad = 4096 - len(base)
@@ -305,7 +305,7 @@ SMUGGLE = (
 
 @pytest.mark.parametrize("http", ["guarded", "h11"])
 async def test_conflicting_content_length_and_transfer_encoding_is_refused(
-    engine: BadEngine, http: str
+    engine: FakeEngine, http: str
 ) -> None:
     settings = fault_settings(engine.url)
     protocol: Any = (
@@ -323,7 +323,7 @@ async def test_conflicting_content_length_and_transfer_encoding_is_refused(
     assert len(engine.requests) == 1  # only still_serving's request reached the engine
 
 
-async def test_connections_past_limit_concurrency_get_503(engine: BadEngine) -> None:
+async def test_connections_past_limit_concurrency_get_503(engine: FakeEngine) -> None:
     settings = fault_settings(engine.url, FT_GATEWAY_SERVER__LIMIT_CONCURRENCY="2")
     async with gateway_for(settings) as gw, httpx.AsyncClient(base_url=gw.url) as client:
         with anyio.fail_after(DEADLINE):

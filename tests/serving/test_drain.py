@@ -18,7 +18,7 @@ import anyio
 import httpx
 import pytest
 
-from tests.support.badengine import BadEngine
+from tests.support.engine import FakeEngine
 from tests.support.faults import CHAT, DEADLINE, POLICY, Gateway, chat, fault_settings, gateway_for
 from tests.support.paths import ROOT
 from tests.support.servers import free_port
@@ -27,13 +27,13 @@ pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-async def engine() -> AsyncIterator[BadEngine]:
-    async with BadEngine() as engine:
+async def engine() -> AsyncIterator[FakeEngine]:
+    async with FakeEngine() as engine:
         yield engine
 
 
 @pytest.fixture
-async def gateway(engine: BadEngine) -> AsyncIterator[Gateway]:
+async def gateway(engine: FakeEngine) -> AsyncIterator[Gateway]:
     settings = fault_settings(
         engine.url, FT_GATEWAY_TIMEOUTS__RESPONSE="60", FT_GATEWAY_TIMEOUTS__STREAM_IDLE="60"
     )
@@ -60,7 +60,7 @@ async def first_event_then_rest(
 
 
 async def test_drain_readyz_503_new_requests_503_then_in_flight_ended(
-    engine: BadEngine, gateway: Gateway
+    engine: FakeEngine, gateway: Gateway
 ) -> None:
     state = gateway.app.state.gateway
     finishing: list[str] = []
@@ -132,7 +132,7 @@ SECRET_PROMPT = "the launch code is 0000-PROMPT-SECRET"
 
 async def test_sigterm_stops_accepting_drains_and_exits(tmp_path: Path) -> None:
     port = free_port()
-    async with BadEngine() as engine:
+    async with FakeEngine() as engine:
         config = {
             "listen": {"host": "127.0.0.1", "port": port},
             "upstream": {"url": engine.url},

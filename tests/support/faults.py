@@ -1,11 +1,12 @@
-"""Shared set-up for the fault tests: a gateway on loopback in front of a BadEngine,
+"""Shared set-up for the fault tests: a gateway on loopback in front of a FakeEngine,
 with small time-outs and limits so every failure shows within seconds."""
 
 from __future__ import annotations
 
 import contextlib
+import socket
 import typing
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -15,9 +16,9 @@ from gateway.app.factory import create_app
 from gateway.observe.exchange import Exchange
 from gateway.serving.server import uvicorn_options
 from gateway.settings import Settings, Upstream, load_settings
-from tests.support.badengine import BadEngine
+from tests.support.engine import FakeEngine
 from tests.support.paths import POLICY as DEFAULT_POLICY
-from tests.support.servers import running_server
+from tests.support.servers import free_port, running_server
 
 POLICY = str(DEFAULT_POLICY)
 CLIENTS: tuple[str, ...] = typing.get_args(Upstream.model_fields["client"].annotation)
@@ -93,4 +94,32 @@ async def gateway_for(settings: Settings, **server: Any) -> AsyncIterator[Gatewa
         yield Gateway(url, app, settings, recorder)
 
 
-__all__ = ["BadEngine", "Gateway", "gateway_for", "fault_settings", "chat", "CHAT"]
+def refused_url() -> str:
+    """A loopback URL nothing listens on (connects are refused at once)."""
+    return f"http://127.0.0.1:{free_port()}"
+
+
+@contextlib.contextmanager
+def unanswered_url() -> Iterator[str]:
+    """A loopback URL whose listener never accepts and whose accept queue is full, so a
+    new connect gets no SYN-ACK and hangs until the client's connect time-out."""
+    listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    fillers: list[socket.socket] = []
+    try:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(0)
+        port = listener.getsockname()[1]
+        for _ in range(3):
+            filler = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            filler.setblocking(False)
+            fillers.append(filler)
+            with contextlib.suppress(BlockingIOError):
+                filler.connect(("127.0.0.1", port))
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        for filler in fillers:
+            filler.close()
+        listener.close()
+
+
+__all__ = ["FakeEngine", "Gateway", "gateway_for", "fault_settings", "chat", "CHAT"]

@@ -3,7 +3,7 @@ engine, both on loopback, bounded in time and count; then check for leaks.
 
     python -m tests.support.soak --concurrency 500 --duration 60     (scripts/soak)
 
-The gateway and the engine (tests/support/badengine.py) run as processes of their own,
+The gateway and the engine (tests/support/engine.py) run as processes of their own,
 so the figures are the gateway's alone, read from /proc: open file
 descriptors, RSS, and its TCP connections to the engine's port. Order:
 baseline (after one request) -> warm-up load -> settle -> RSS baseline ->
@@ -134,7 +134,7 @@ async def processes(
     """The engine and the gateway as processes; yields (gateway URL, gateway pid, engine port)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FT_GATEWAY_")}
     engine = subprocess.Popen(
-        [sys.executable, "-m", "tests.support.badengine"], stdout=subprocess.PIPE, cwd=ROOT, env=env
+        [sys.executable, "-m", "tests.support.engine"], stdout=subprocess.PIPE, cwd=ROOT, env=env
     )
     gateway: subprocess.Popen[bytes] | None = None
     try:

@@ -17,20 +17,19 @@ from gateway.upstream.base import UpstreamClient
 from gateway.upstream.factory import make_upstream
 from gateway.upstream.httptools_impl import HttptoolsUpstream
 from gateway.upstream.httpx_impl import HttpxUpstream
-from tests.support.loopback_engine import (
+from tests.support.engine import (
+    JSON,
     LAST_CHUNK,
     STREAM_HEAD,
-    LoopbackEngine,
-    SeenRequest,
+    FakeEngine,
+    Seen,
     Wire,
     chunk,
     http_response,
-    refused_url,
-    unanswered_url,
 )
+from tests.support.faults import refused_url, unanswered_url
 
 pytestmark = pytest.mark.anyio
-JSON = [(b"content-type", b"application/json")]
 
 
 @pytest.fixture(params=["asyncio", "uvloop"])
@@ -64,7 +63,7 @@ async def connect() -> AsyncIterator[Callable[..., UpstreamClient]]:
 
 
 def answer(data: bytes, headers: list[tuple[bytes, bytes]] | None = None, status: int = 200) -> Any:
-    async def handler(request: SeenRequest, wire: Wire) -> None:
+    async def handler(request: Seen, wire: Wire) -> None:
         await wire.send(http_response(status, data, headers=headers))
 
     return handler
@@ -88,7 +87,7 @@ async def test_settings_name_the_implementation(connect: Callable[..., UpstreamC
 async def test_request_reaches_the_engine_as_given(
     upstream_client: str, connect: Callable[..., UpstreamClient]
 ) -> None:
-    async with LoopbackEngine(answer(b"{}", JSON)).running() as engine:
+    async with FakeEngine(answer(b"{}", JSON)) as engine:
         upstream = connect(upstream_client, engine.url)
         body = b'{"model": "m",  "seed": 7}'
         headers = [(b"x-request-id", b"abc"), (b"content-type", b"application/json")]
@@ -108,7 +107,7 @@ async def test_request_reaches_the_engine_as_given(
 async def test_no_content_type_is_invented(
     upstream_client: str, connect: Callable[..., UpstreamClient]
 ) -> None:
-    async with LoopbackEngine(answer(b"[]")).running() as engine:
+    async with FakeEngine(answer(b"[]")) as engine:
         upstream = connect(upstream_client, engine.url)
         response = await upstream.request("POST", "/v1/x", headers=[], body=b"abc")
         await response.read(1024)
@@ -127,7 +126,7 @@ async def test_answer_is_decoded_with_lower_case_headers(
 ) -> None:
     packed = gzip.compress(b'{"ok": true}')
     headers = [(b"Content-Encoding", b"gzip"), (b"X-Engine", b"E")]
-    async with LoopbackEngine(answer(packed, headers, status=201)).running() as engine:
+    async with FakeEngine(answer(packed, headers, status=201)) as engine:
         upstream = connect(upstream_client, engine.url)
         response = await upstream.request("GET", "/v1/models", headers=[], body=b"")
         assert response.status == 201
@@ -141,7 +140,7 @@ async def test_redirects_are_not_followed(
     upstream_client: str, connect: Callable[..., UpstreamClient]
 ) -> None:
     moved = answer(b"", [(b"location", b"/elsewhere")], status=307)
-    async with LoopbackEngine(moved).running() as engine:
+    async with FakeEngine(moved) as engine:
         upstream = connect(upstream_client, engine.url)
         response = await upstream.request("POST", "/v1/x", headers=[], body=b"{}")
         assert response.status == 307
@@ -153,13 +152,13 @@ async def test_redirects_are_not_followed(
 async def test_finished_answers_reuse_the_connection(
     upstream_client: str, connect: Callable[..., UpstreamClient]
 ) -> None:
-    async with LoopbackEngine(answer(b"{}", JSON)).running() as engine:
+    async with FakeEngine(answer(b"{}", JSON)) as engine:
         upstream = connect(upstream_client, engine.url)
         for _ in range(3):
             response = await upstream.request("POST", "/v1/x", headers=[], body=b"{}")
             await response.read(1024)
             await response.aclose()
-    assert engine.connections == 1
+    assert len(engine.connections) == 1
 
 
 async def test_stream_chunks_arrive_as_they_are_sent(
@@ -167,12 +166,12 @@ async def test_stream_chunks_arrive_as_they_are_sent(
 ) -> None:
     received = asyncio.Event()
 
-    async def stream(request: SeenRequest, wire: Wire) -> None:
+    async def stream(request: Seen, wire: Wire) -> None:
         await wire.send(STREAM_HEAD + chunk(b"data: 1\n\n"))
         await received.wait()
         await wire.send(chunk(b"data: [DONE]\n\n") + LAST_CHUNK)
 
-    async with LoopbackEngine(stream).running() as engine:
+    async with FakeEngine(stream) as engine:
         upstream = connect(upstream_client, engine.url)
         response = await upstream.request("POST", "/v1/x", headers=[], body=b"{}")
         chunks = response.chunks()
@@ -183,18 +182,17 @@ async def test_stream_chunks_arrive_as_they_are_sent(
         # The stream was read to its end: the connection goes back to the pool.
         response = await upstream.request("POST", "/v1/x", headers=[], body=b"{}")
         await response.aclose()
-    assert engine.connections == 1
+    assert len(engine.connections) == 1
 
 
 async def test_abandoned_stream_closes_the_connection(
     upstream_client: str, connect: Callable[..., UpstreamClient]
 ) -> None:
-    async def endless(request: SeenRequest, wire: Wire) -> None:
+    async def endless(request: Seen, wire: Wire) -> None:
         await wire.send(STREAM_HEAD + chunk(b"data: 1\n\n"))
         await wire.until_client_leaves()
 
-    engine = LoopbackEngine(endless)
-    async with engine.running():
+    async with FakeEngine(endless) as engine:
         upstream = connect(upstream_client, engine.url)
         response = await upstream.request("POST", "/v1/x", headers=[], body=b"{}")
         assert await anext(response.chunks()) == b"data: 1\n\n"
@@ -223,11 +221,10 @@ async def test_connect_timeout_is_unreachable(
 async def test_no_answer_within_the_response_time_out(
     upstream_client: str, connect: Callable[..., UpstreamClient]
 ) -> None:
-    async def silent(request: SeenRequest, wire: Wire) -> None:
+    async def silent(request: Seen, wire: Wire) -> None:
         await wire.until_client_leaves()
 
-    engine = LoopbackEngine(silent)
-    async with engine.running():
+    async with FakeEngine(silent) as engine:
         upstream = connect(upstream_client, engine.url, response=0.2, stream_idle=30)
         with pytest.raises(UpstreamTimeout):
             await upstream.request("POST", "/v1/x", headers=[], body=b"{}")
@@ -236,12 +233,11 @@ async def test_no_answer_within_the_response_time_out(
 async def test_whole_answer_is_bounded_by_the_response_time_out(
     upstream_client: str, connect: Callable[..., UpstreamClient]
 ) -> None:
-    async def half(request: SeenRequest, wire: Wire) -> None:
+    async def half(request: Seen, wire: Wire) -> None:
         await wire.send(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n12345")
         await wire.until_client_leaves()
 
-    engine = LoopbackEngine(half)
-    async with engine.running():
+    async with FakeEngine(half) as engine:
         upstream = connect(upstream_client, engine.url, response=0.3, stream_idle=30)
         response = await upstream.request("POST", "/v1/x", headers=[], body=b"{}")
         with pytest.raises(UpstreamTimeout, match="did not finish"):
@@ -252,12 +248,11 @@ async def test_whole_answer_is_bounded_by_the_response_time_out(
 async def test_silent_stream_times_out(
     upstream_client: str, connect: Callable[..., UpstreamClient]
 ) -> None:
-    async def stalls(request: SeenRequest, wire: Wire) -> None:
+    async def stalls(request: Seen, wire: Wire) -> None:
         await wire.send(STREAM_HEAD + chunk(b"data: 1\n\n"))
         await wire.until_client_leaves()
 
-    engine = LoopbackEngine(stalls)
-    async with engine.running():
+    async with FakeEngine(stalls) as engine:
         upstream = connect(upstream_client, engine.url, stream_idle=0.2)
         response = await upstream.request("POST", "/v1/x", headers=[], body=b"{}")
         chunks = response.chunks()
@@ -270,7 +265,7 @@ async def test_silent_stream_times_out(
 async def test_answer_over_the_limit_is_a_protocol_error(
     upstream_client: str, connect: Callable[..., UpstreamClient]
 ) -> None:
-    async with LoopbackEngine(answer(b"x" * 5000)).running() as engine:
+    async with FakeEngine(answer(b"x" * 5000)) as engine:
         upstream = connect(upstream_client, engine.url)
         response = await upstream.request("POST", "/v1/x", headers=[], body=b"{}")
         with pytest.raises(UpstreamProtocolError, match="larger than"):
@@ -288,11 +283,11 @@ async def test_answer_over_the_limit_is_a_protocol_error(
 async def test_engine_hanging_up_mid_answer_is_a_protocol_error(
     upstream_client: str, connect: Callable[..., UpstreamClient], data: bytes
 ) -> None:
-    async def cut(request: SeenRequest, wire: Wire) -> None:
+    async def cut(request: Seen, wire: Wire) -> None:
         await wire.send(data)
         wire.hang_up()
 
-    async with LoopbackEngine(cut).running() as engine:
+    async with FakeEngine(cut) as engine:
         upstream = connect(upstream_client, engine.url)
         response = await upstream.request("POST", "/v1/x", headers=[], body=b"{}")
         with pytest.raises(UpstreamProtocolError, match="closed the connection"):
@@ -311,11 +306,11 @@ async def test_engine_hanging_up_mid_answer_is_a_protocol_error(
 async def test_engine_answering_no_http_is_a_protocol_error(
     upstream_client: str, connect: Callable[..., UpstreamClient], data: bytes
 ) -> None:
-    async def bad(request: SeenRequest, wire: Wire) -> None:
+    async def bad(request: Seen, wire: Wire) -> None:
         await wire.send(data)
         wire.hang_up()
 
-    async with LoopbackEngine(bad).running() as engine:
+    async with FakeEngine(bad) as engine:
         upstream = connect(upstream_client, engine.url)
         with pytest.raises(UpstreamProtocolError):
             await upstream.request("POST", "/v1/x", headers=[], body=b"{}")
@@ -325,11 +320,11 @@ async def test_httptools_pool_closes_connections_idle_past_keep_alive(
     connect: Callable[..., UpstreamClient], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr("gateway.upstream.httptools_impl._KEEPALIVE_EXPIRY", -1.0)
-    async with LoopbackEngine(answer(b"{}", JSON)).running() as engine:
+    async with FakeEngine(answer(b"{}", JSON)) as engine:
         upstream = connect("httptools", engine.url)
         for _ in range(2):
             response = await upstream.request("POST", "/v1/x", headers=[], body=b"{}")
             await response.read(1024)
             await response.aclose()
         await engine.connection_closed.wait()
-    assert engine.connections == 2
+    assert len(engine.connections) == 2
