@@ -1,14 +1,13 @@
 """A misbehaving engine behind a real gateway on loopback: every failure gets a
 defined answer within the time-outs, and the gateway keeps serving others.
 
-Runs over each upstream client that ``upstream.client`` allows.
+Runs over each upstream client that ``upstream.client`` allows. The ``fake_engine`` and
+the ``gateway`` (with this module's ``settings``) are tests/support/fixtures.py's.
 """
 
 from __future__ import annotations
 
-import json
 import uuid
-from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
@@ -16,41 +15,19 @@ import httpx
 import openai
 import pytest
 
+from gateway.settings import Settings
+from tests.support.bodies import CHAT, chat, error_event, openai_error
 from tests.support.engine import FakeEngine
-from tests.support.faults import CHAT, DEADLINE, Gateway, chat, fault_settings, gateway_for
+from tests.support.faults import DEADLINE, fault_settings
+from tests.support.gateways import Gateway, sdk, serve_gateway
 from tests.support.servers import free_port
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-async def engine() -> AsyncIterator[FakeEngine]:
-    async with FakeEngine() as engine:
-        yield engine
-
-
-@pytest.fixture
-async def gateway(engine: FakeEngine, upstream_client: str) -> AsyncIterator[Gateway]:
-    async with gateway_for(fault_settings(engine.url, client=upstream_client)) as gw:
-        yield gw
-
-
-def assert_openai_error(response: httpx.Response, status: int, code: str) -> dict[str, Any]:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"] == "application/json"
-    error: dict[str, Any] = response.json()["error"]
-    assert set(error) == {"message", "type", "param", "code"}
-    assert error["code"] == code
-    return error
-
-
-def stream_error(text: str) -> dict[str, Any]:
-    """The error event that ends a broken stream (checked to be followed by [DONE])."""
-    events = [e for e in text.split("\n\n") if e]
-    assert events[-1] == "data: [DONE]", events[-3:]
-    error: dict[str, Any] = json.loads(events[-2].removeprefix("data: "))["error"]
-    assert set(error) == {"message", "type", "param", "code"}
-    return error
+def settings(fake_engine: FakeEngine, upstream_client: str) -> Settings:
+    return fault_settings(fake_engine.url, client=upstream_client)
 
 
 async def healthy_request_succeeds(client: httpx.AsyncClient) -> None:
@@ -96,7 +73,7 @@ CASES = [
     ],
 )
 async def test_engine_fault_gets_a_defined_answer_and_others_are_served(
-    engine: FakeEngine,
+    fake_engine: FakeEngine,
     gateway: Gateway,
     mode: str,
     headers: dict[str, str],
@@ -117,23 +94,23 @@ async def test_engine_fault_gets_a_defined_answer_and_others_are_served(
             async with anyio.create_task_group() as tg:
                 tg.start_soon(bad)
                 # While the engine misbehaves on one request, others are served.
-                await engine.wait_for_request(request_id)
+                await fake_engine.wait_for_request(request_id)
                 await healthy_request_succeeds(client)
             await healthy_request_succeeds(client)
     response: httpx.Response = result["response"]
     assert response.headers["x-request-id"] == request_id
     if status != 200:
-        error = assert_openai_error(response, status, code or "")
+        error = openai_error(response, status, code=code or "")
         assert "Traceback" not in error["message"] and "10.12" not in error["message"]
     elif code is None:
         assert response.json()["choices"][0]["message"]["content"] == "ok"
     else:
         assert response.headers["content-type"].startswith("text/event-stream")
-        assert stream_error(response.text)["code"] == code
+        assert error_event(response.text)["code"] == code
 
 
 async def test_redirect_is_never_followed_nor_passed_on(
-    engine: FakeEngine, gateway: Gateway
+    fake_engine: FakeEngine, gateway: Gateway
 ) -> None:
     async with FakeEngine() as trap:
         location = f"{trap.url}/v1/chat/completions"
@@ -141,7 +118,7 @@ async def test_redirect_is_never_followed_nor_passed_on(
             response = await client.post(
                 CHAT, json=chat(), headers={"x-bad-mode": "redirect", "x-bad-location": location}
             )
-        assert_openai_error(response, 502, "upstream_protocol_error")
+        openai_error(response, 502, code="upstream_protocol_error")
         assert "location" not in response.headers
         assert trap.url not in response.text
         assert trap.requests == [] and trap.connections == []
@@ -151,9 +128,9 @@ async def test_engine_refusing_connections_then_coming_back(upstream_client: str
     port = free_port()  # nothing listens here yet
     settings = fault_settings(f"http://127.0.0.1:{port}", client=upstream_client)
     with anyio.fail_after(DEADLINE):
-        async with gateway_for(settings) as gw, httpx.AsyncClient(base_url=gw.url) as client:
+        async with serve_gateway(settings) as gw, httpx.AsyncClient(base_url=gw.url) as client:
             response = await client.post(CHAT, json=chat())
-            error = assert_openai_error(response, 502, "upstream_unreachable")
+            error = openai_error(response, 502, code="upstream_unreachable")
             assert str(port) not in error["message"] and "127.0.0.1" not in response.text
             ready = await client.get("/readyz")
             assert ready.status_code == 503
@@ -165,12 +142,7 @@ async def test_engine_refusing_connections_then_coming_back(upstream_client: str
 
 @pytest.mark.parametrize("mode", ["cut", "stall", "badsse", "reset"])
 async def test_openai_sdk_sees_a_broken_stream_as_an_api_error(gateway: Gateway, mode: str) -> None:
-    client = openai.AsyncOpenAI(
-        base_url=f"{gateway.url}/v1",
-        api_key="sk-test",
-        max_retries=0,
-        default_headers={"x-bad-mode": mode},
-    )
+    client = sdk(gateway.url, default_headers={"x-bad-mode": mode})
     received: list[str] = []
     with anyio.fail_after(DEADLINE):
         with pytest.raises(openai.APIError) as caught:

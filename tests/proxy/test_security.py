@@ -1,12 +1,13 @@
 """Security review, as tests: what reaches the engine, what reaches the client,
 what reaches the logs. (Redirects, size limits, smuggling and header floods are
-in test_engine_faults.py and serving/test_client_faults.py.)"""
+in test_engine_faults.py and serving/test_client_faults.py.) The ``fake_engine`` and the
+``gateway`` (with this module's ``settings``) are tests/support/fixtures.py's."""
 
 from __future__ import annotations
 
 import io
 import logging
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import Iterator
 
 import anyio
 import httpx
@@ -16,8 +17,11 @@ from gateway.access.keys import hash_key
 from gateway.observe.exchange import Observers
 from gateway.observe.logs import AccessLog
 from gateway.proxy import endpoint as proxy
+from gateway.settings import Settings
+from tests.support.bodies import CHAT, ERROR_KEYS, chat
 from tests.support.engine import FakeEngine
-from tests.support.faults import CHAT, DEADLINE, Gateway, chat, fault_settings, gateway_for
+from tests.support.faults import DEADLINE, fault_settings
+from tests.support.gateways import Gateway
 
 pytestmark = pytest.mark.anyio
 CLIENT_KEY = "sk-client-secret-4f1d2c3b"
@@ -26,22 +30,14 @@ PROMPT = "PROMPT-SECRET: my card number is 4111 1111 1111 1111"
 
 
 @pytest.fixture
-async def engine() -> AsyncIterator[FakeEngine]:
-    async with FakeEngine() as engine:
-        yield engine
-
-
-@pytest.fixture
-async def gateway(engine: FakeEngine, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[Gateway]:
+def settings(fake_engine: FakeEngine, monkeypatch: pytest.MonkeyPatch) -> Settings:
     monkeypatch.setenv("TEST_ENGINE_KEY", ENGINE_KEY)
     monkeypatch.setenv("TEST_CLIENT_KEYS", f"alice:{hash_key(CLIENT_KEY)}")
-    settings = fault_settings(
-        engine.url,
+    return fault_settings(
+        fake_engine.url,
         FT_GATEWAY_UPSTREAM__API_KEY_ENV="TEST_ENGINE_KEY",
         FT_GATEWAY_AUTH__KEYS_ENV="TEST_CLIENT_KEYS",
     )
-    async with gateway_for(settings) as gw:
-        yield gw
 
 
 HOSTILE_HEADERS = {
@@ -59,14 +55,14 @@ HOSTILE_HEADERS = {
 
 
 async def test_hop_by_hop_headers_and_client_credentials_never_reach_the_engine(
-    engine: FakeEngine, gateway: Gateway
+    fake_engine: FakeEngine, gateway: Gateway
 ) -> None:
     async with httpx.AsyncClient(base_url=gateway.url) as client:
         response = await client.post(
             CHAT, json=chat(), headers={**HOSTILE_HEADERS, "x-request-id": "sec-1"}
         )
     assert response.status_code == 200
-    seen = await engine.wait_for_request("sec-1")
+    seen = await fake_engine.wait_for_request("sec-1")
     names = {name for name, _ in seen.headers}
     for name in HOSTILE_HEADERS.keys() - {"authorization", "connection", "x-forwarded-host"}:
         assert name.encode() not in names, name
@@ -74,7 +70,7 @@ async def test_hop_by_hop_headers_and_client_credentials_never_reach_the_engine(
     assert seen.header(b"connection") in (None, b"keep-alive")
     assert CLIENT_KEY.encode() not in b"".join(v for _, v in seen.headers)
     assert seen.header(b"authorization") == f"Bearer {ENGINE_KEY}".encode()  # the engine's own
-    assert seen.header(b"host") == engine.url.removeprefix("http://").encode()
+    assert seen.header(b"host") == fake_engine.url.removeprefix("http://").encode()
     assert seen.header(b"x-forwarded-host") == b"kept"
     assert seen.header(b"content-length") == str(len(seen.body)).encode()
     assert seen.header(b"transfer-encoding") is None
@@ -98,7 +94,7 @@ async def test_error_bodies_never_carry_engine_internals(gateway: Gateway, mode:
         response = await client.post(CHAT, json=chat(), headers=auth)
     assert response.status_code in (400, 500)
     error = response.json()["error"]
-    assert set(error) == {"message", "type", "param", "code"}
+    assert set(error) == ERROR_KEYS
     for leak in ("Traceback", "/srv/engine", "10.12.0.7", "server.py", "<html"):
         assert leak not in response.text
 
@@ -145,7 +141,7 @@ def every_log_line() -> Iterator[list[str]]:
 
 
 async def test_logs_carry_neither_prompts_nor_keys(
-    engine: FakeEngine,
+    fake_engine: FakeEngine,
     gateway: Gateway,
     every_log_line: list[str],
     monkeypatch: pytest.MonkeyPatch,

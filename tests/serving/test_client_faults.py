@@ -1,6 +1,7 @@
 """Clients that misbehave: hang up early, read slowly, flood or trickle headers,
 send bodies just over the limit or with conflicting framing. Raw sockets where
-an HTTP library would refuse to misbehave."""
+an HTTP library would refuse to misbehave. The ``fake_engine`` and the ``gateway`` (with
+this module's ``settings``) are tests/support/fixtures.py's."""
 
 from __future__ import annotations
 
@@ -19,30 +20,20 @@ import orjson
 import pytest
 
 from gateway.serving.server import guarded_protocol
+from gateway.settings import Settings
+from tests.support.bodies import CHAT, chat
 from tests.support.engine import FakeEngine
-from tests.support.faults import CHAT, DEADLINE, Gateway, chat, fault_settings, gateway_for
+from tests.support.faults import DEADLINE, HELD, fault_settings
+from tests.support.gateways import Gateway, serve_gateway
 
 pytestmark = pytest.mark.anyio
 ROUNDS = 10
 
 
 @pytest.fixture
-async def engine() -> AsyncIterator[FakeEngine]:
-    async with FakeEngine() as engine:
-        yield engine
-
-
-@pytest.fixture
-async def gateway(engine: FakeEngine, upstream_client: str) -> AsyncIterator[Gateway]:
+def settings(fake_engine: FakeEngine, upstream_client: str) -> Settings:
     # Long engine time-outs: only the client's leaving may end these requests.
-    settings = fault_settings(
-        engine.url,
-        client=upstream_client,
-        FT_GATEWAY_TIMEOUTS__RESPONSE="60",
-        FT_GATEWAY_TIMEOUTS__STREAM_IDLE="60",
-    )
-    async with gateway_for(settings) as gw:
-        yield gw
+    return fault_settings(fake_engine.url, client=upstream_client, **HELD)
 
 
 @contextlib.asynccontextmanager
@@ -82,7 +73,7 @@ def summary(times: list[float]) -> str:
 
 
 async def test_client_leaving_while_sending_its_body_reaches_no_engine(
-    engine: FakeEngine, gateway: Gateway
+    fake_engine: FakeEngine, gateway: Gateway
 ) -> None:
     request_id = uuid.uuid4().hex
     body = orjson.dumps(chat())
@@ -93,11 +84,14 @@ async def test_client_leaving_while_sending_its_body_reaches_no_engine(
             await writer.drain()
         exchange = await gateway.recorder.wait_for(lambda e: e.request_id == request_id)
     assert exchange.client_disconnected
-    assert engine.requests == []
+    assert fake_engine.requests == []
 
 
 async def test_client_leaving_while_waiting_closes_the_engine_request(
-    engine: FakeEngine, gateway: Gateway, upstream_client: str, figure: Callable[[str, str], None]
+    fake_engine: FakeEngine,
+    gateway: Gateway,
+    upstream_client: str,
+    figure: Callable[[str, str], None],
 ) -> None:
     times = []
     with anyio.fail_after(DEADLINE * 2):
@@ -109,7 +103,7 @@ async def test_client_leaving_while_waiting_closes_the_engine_request(
                     request_bytes(body, headers={"x-request-id": request_id, "x-bad-mode": "hang"})
                 )
                 await writer.drain()
-                seen = await engine.wait_for_request(request_id)
+                seen = await fake_engine.wait_for_request(request_id)
                 left = time.perf_counter()
             await seen.connection.closed.wait()
             assert seen.connection.closed_at is not None
@@ -118,7 +112,10 @@ async def test_client_leaving_while_waiting_closes_the_engine_request(
 
 
 async def test_client_leaving_mid_stream_closes_the_engine_request(
-    engine: FakeEngine, gateway: Gateway, upstream_client: str, figure: Callable[[str, str], None]
+    fake_engine: FakeEngine,
+    gateway: Gateway,
+    upstream_client: str,
+    figure: Callable[[str, str], None],
 ) -> None:
     times = []
     with anyio.fail_after(DEADLINE * 2):
@@ -136,28 +133,30 @@ async def test_client_leaving_mid_stream_closes_the_engine_request(
                 received = b""
                 while b"data: " not in received.partition(b"\r\n\r\n")[2]:
                     received += await reader.read(65536)
-                seen = await engine.wait_for_request(request_id)
+                seen = await fake_engine.wait_for_request(request_id)
                 left = time.perf_counter()
             await seen.connection.closed.wait()
             assert seen.connection.closed_at is not None
             times.append(seen.connection.closed_at - left)
-            assert not engine.gate(f"never-{index}").is_set()  # the engine was still mid-stream
+            assert not fake_engine.gate(
+                f"never-{index}"
+            ).is_set()  # the engine was still mid-stream
     figure(f"hang-up mid-stream -> engine connection closed ({upstream_client})", summary(times))
 
 
 async def test_slow_reader_holds_back_the_engine_not_the_gateways_memory(
-    engine: FakeEngine, upstream_client: str, figure: Callable[[str, str], None]
+    fake_engine: FakeEngine, upstream_client: str, figure: Callable[[str, str], None]
 ) -> None:
     chunks, pad = 2000, 16 * 1024  # a 32 MiB stream
     settings = fault_settings(
-        engine.url,
+        fake_engine.url,
         client=upstream_client,
         FT_GATEWAY_LIMITS__MAX_STREAM_BYTES=str(1 << 30),
         FT_GATEWAY_TIMEOUTS__STREAM_IDLE="60",
     )
     request_id = uuid.uuid4().hex
     headers = {"x-request-id": request_id, "x-bad-chunks": str(chunks), "x-bad-bytes": str(pad)}
-    async with gateway_for(settings) as gw:
+    async with serve_gateway(settings) as gw:
         host, port = gw.url.removeprefix("http://").split(":")
         sock = socket.socket()
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
@@ -168,7 +167,7 @@ async def test_slow_reader_holds_back_the_engine_not_the_gateways_memory(
             with anyio.fail_after(60):
                 writer.write(request_bytes(orjson.dumps(chat(stream=True)), headers=headers))
                 await writer.drain()
-                seen = await engine.wait_for_request(request_id)
+                seen = await fake_engine.wait_for_request(request_id)
                 # The client reads nothing: wait until the engine can send no more.
                 last, still = -1, 0
                 while still < 5:
@@ -197,10 +196,10 @@ async def test_slow_reader_holds_back_the_engine_not_the_gateways_memory(
 
 
 @pytest.fixture
-async def limited(engine: FakeEngine) -> AsyncIterator[Gateway]:
-    async with gateway_for(
+async def limited(fake_engine: FakeEngine) -> AsyncIterator[Gateway]:
+    async with serve_gateway(
         fault_settings(
-            engine.url,
+            fake_engine.url,
             FT_GATEWAY_SERVER__MAX_HEADER_BYTES="8192",
             FT_GATEWAY_SERVER__HEADER_TIMEOUT="0.5",
             FT_GATEWAY_SERVER__BODY_TIMEOUT="0.5",
@@ -258,7 +257,7 @@ async def test_idle_new_connection_is_closed(limited: Gateway) -> None:
             assert await reader.read() == b""  # closed by the server, nothing said
 
 
-async def test_slow_body_gets_408(limited: Gateway, engine: FakeEngine) -> None:
+async def test_slow_body_gets_408(limited: Gateway, fake_engine: FakeEngine) -> None:
     body = orjson.dumps(chat())
     with anyio.fail_after(DEADLINE):
         async with connect(limited.url) as (reader, writer):
@@ -267,12 +266,12 @@ async def test_slow_body_gets_408(limited: Gateway, engine: FakeEngine) -> None:
             status, rest = await read_response(reader)
     assert status == 408
     assert orjson.loads(rest)["error"]["code"] == "request_timeout"
-    assert engine.requests == []
+    assert fake_engine.requests == []
 
 
 @pytest.mark.parametrize("chunked", [False, True])
 async def test_body_just_over_the_limit_gets_413(
-    limited: Gateway, engine: FakeEngine, chunked: bool
+    limited: Gateway, fake_engine: FakeEngine, chunked: bool
 ) -> None:
     base = orjson.dumps(chat(messages=[{"role": "user", "content": ""}]))
     pad = 4096 - len(base)
@@ -290,7 +289,7 @@ async def test_body_just_over_the_limit_gets_413(
             headers = {"content-type": "application/json"}
             response = await client.post(CHAT, content=content, headers=headers)
             assert response.status_code == status, response.text
-    assert len(engine.requests) == 1 and len(engine.requests[0].body) == 4096
+    assert len(fake_engine.requests) == 1 and len(fake_engine.requests[0].body) == 4096
     if status == 413:
         assert response.json()["error"]["code"] == "request_too_large"
 
@@ -305,13 +304,13 @@ SMUGGLE = (
 
 @pytest.mark.parametrize("http", ["guarded", "h11"])
 async def test_conflicting_content_length_and_transfer_encoding_is_refused(
-    engine: FakeEngine, http: str
+    fake_engine: FakeEngine, http: str
 ) -> None:
-    settings = fault_settings(engine.url)
+    settings = fault_settings(fake_engine.url)
     protocol: Any = (
         guarded_protocol(max_head_bytes=65536, head_timeout=5) if http != "h11" else "h11"
     )
-    async with gateway_for(settings, http=protocol) as gw:
+    async with serve_gateway(settings, http=protocol) as gw:
         with anyio.fail_after(DEADLINE):
             async with connect(gw.url) as (reader, writer):
                 writer.write(SMUGGLE)
@@ -320,12 +319,12 @@ async def test_conflicting_content_length_and_transfer_encoding_is_refused(
         assert status == 400
         assert rest.count(b"HTTP/1.1") == 0  # no second, smuggled response
         await still_serving(gw.url)
-    assert len(engine.requests) == 1  # only still_serving's request reached the engine
+    assert len(fake_engine.requests) == 1  # only still_serving's request reached the engine
 
 
-async def test_connections_past_limit_concurrency_get_503(engine: FakeEngine) -> None:
-    settings = fault_settings(engine.url, FT_GATEWAY_SERVER__LIMIT_CONCURRENCY="2")
-    async with gateway_for(settings) as gw, httpx.AsyncClient(base_url=gw.url) as client:
+async def test_connections_past_limit_concurrency_get_503(fake_engine: FakeEngine) -> None:
+    settings = fault_settings(fake_engine.url, FT_GATEWAY_SERVER__LIMIT_CONCURRENCY="2")
+    async with serve_gateway(settings) as gw, httpx.AsyncClient(base_url=gw.url) as client:
         with anyio.fail_after(DEADLINE):
             async with connect(gw.url), connect(gw.url):
                 response = await client.get("/healthz")

@@ -1,6 +1,7 @@
 """Graceful shutdown: /readyz 503 at once, in-flight requests finish within the drain
 time-out, then end with a 503 or an SSE error event; a real ``ft-gateway serve``
-process on SIGTERM stops accepting and drains."""
+process on SIGTERM stops accepting and drains. The ``fake_engine`` and the ``gateway`` (with
+this module's ``settings``) are tests/support/fixtures.py's."""
 
 from __future__ import annotations
 
@@ -11,38 +12,27 @@ import signal
 import subprocess
 import sys
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
 import httpx
 import pytest
 
+from gateway.settings import Settings
+from tests.support.bodies import CHAT, chat, sse_events
 from tests.support.engine import FakeEngine
-from tests.support.faults import CHAT, DEADLINE, POLICY, Gateway, chat, fault_settings, gateway_for
-from tests.support.paths import ROOT
+from tests.support.faults import DEADLINE, HELD, fault_settings
+from tests.support.gateways import Gateway
+from tests.support.paths import POLICY, ROOT
 from tests.support.servers import free_port
 
 pytestmark = pytest.mark.anyio
 
 
 @pytest.fixture
-async def engine() -> AsyncIterator[FakeEngine]:
-    async with FakeEngine() as engine:
-        yield engine
-
-
-@pytest.fixture
-async def gateway(engine: FakeEngine) -> AsyncIterator[Gateway]:
-    settings = fault_settings(
-        engine.url, FT_GATEWAY_TIMEOUTS__RESPONSE="60", FT_GATEWAY_TIMEOUTS__STREAM_IDLE="60"
-    )
-    async with gateway_for(settings) as gw:
-        yield gw
-
-
-def events(text: str) -> list[str]:
-    return [e for e in text.split("\n\n") if e]
+def settings(fake_engine: FakeEngine) -> Settings:
+    # Long engine time-outs: only the drain may end these requests.
+    return fault_settings(fake_engine.url, **HELD)
 
 
 async def first_event_then_rest(
@@ -60,7 +50,7 @@ async def first_event_then_rest(
 
 
 async def test_drain_readyz_503_new_requests_503_then_in_flight_ended(
-    engine: FakeEngine, gateway: Gateway
+    fake_engine: FakeEngine, gateway: Gateway
 ) -> None:
     state = gateway.app.state.gateway
     finishing: list[str] = []
@@ -85,7 +75,7 @@ async def test_drain_readyz_503_new_requests_503_then_in_flight_ended(
                 tg.start_soon(hang)
                 await started_a.wait()
                 await started_b.wait()
-                await engine.wait_for_request(hang_id)
+                await fake_engine.wait_for_request(hang_id)
 
                 state.drain.begin(1.0)  # what SIGTERM does in ft-gateway serve
                 ready = await client.get("/readyz")
@@ -95,9 +85,9 @@ async def test_drain_readyz_503_new_requests_503_then_in_flight_ended(
                 assert late.json()["error"]["code"] == "shutting_down"
                 assert late.headers["retry-after"] == "1"
 
-                engine.gate("a").set()  # this stream finishes within the drain time-out
-    assert events(finishing[0])[-1] == "data: [DONE]" and "error" not in finishing[0]
-    tail = events(cut[0])
+                fake_engine.gate("a").set()  # this stream finishes within the drain time-out
+    assert sse_events(finishing[0])[-1] == "data: [DONE]" and "error" not in finishing[0]
+    tail = sse_events(cut[0])
     assert tail[-1] == "data: [DONE]"
     assert json.loads(tail[-2].removeprefix("data: "))["error"]["code"] == "shutting_down"
     assert waiting["r"].status_code == 503
@@ -138,7 +128,7 @@ async def test_sigterm_stops_accepting_drains_and_exits(tmp_path: Path) -> None:
             "upstream": {"url": engine.url},
             "timeouts": {"stream_idle": 60, "response": 60},
             "server": {"drain_timeout": 3},
-            "policy": POLICY,
+            "policy": str(POLICY),
         }
         path = tmp_path / "config.yaml"
         path.write_text(json.dumps(config))  # JSON is YAML
@@ -186,8 +176,8 @@ async def test_sigterm_stops_accepting_drains_and_exits(tmp_path: Path) -> None:
                 process.wait()
             output = log.read_text(errors="replace")
     assert returncode in (0, -signal.SIGTERM), output
-    assert events(finishing[0])[-1] == "data: [DONE]" and "error" not in finishing[0]
-    tail = events(cut[0])
+    assert sse_events(finishing[0])[-1] == "data: [DONE]" and "error" not in finishing[0]
+    tail = sse_events(cut[0])
     assert tail[-1] == "data: [DONE]", output
     assert json.loads(tail[-2].removeprefix("data: "))["error"]["code"] == "shutting_down"
     assert "Shutting down" in output  # the debug log was captured ...

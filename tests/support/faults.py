@@ -1,39 +1,29 @@
-"""Shared set-up for the fault tests: a gateway on loopback in front of a FakeEngine,
-with small time-outs and limits so every failure shows within seconds."""
+"""Ways for things to fail, for the fault tests: a gateway's settings with small time-outs
+and limits, so that every failure shows within seconds; engine URLs that refuse
+connections or never accept them. (The engine that misbehaves is tests/support/engine.py.)"""
 
 from __future__ import annotations
 
 import contextlib
 import socket
-import typing
-from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterator
 
-from starlette.applications import Starlette
+from gateway.settings import Settings
+from tests.support.gateways import gateway_settings
+from tests.support.servers import free_port
 
-from gateway.app.factory import create_app
-from gateway.observe.exchange import Exchange
-from gateway.serving.server import uvicorn_options
-from gateway.settings import Settings, Upstream, load_settings
-from tests.support.engine import FakeEngine
-from tests.support.paths import POLICY as DEFAULT_POLICY
-from tests.support.servers import free_port, running_server
-
-POLICY = str(DEFAULT_POLICY)
-CLIENTS: tuple[str, ...] = typing.get_args(Upstream.model_fields["client"].annotation)
-CHAT = "/v1/chat/completions"
 TIMEOUTS = {"connect": 1.0, "response": 1.5, "stream_idle": 0.5}
 # Every failure must be answered within the time-outs; this is only how long a
 # test waits before it calls the gateway stuck.
 DEADLINE = sum(TIMEOUTS.values()) + 10
-
-
-def chat(**fields: Any) -> dict[str, Any]:
-    return {"model": "m", "messages": [{"role": "user", "content": "hi"}], **fields}
+# Long engine time-outs, for tests where only the client's leaving (or a drain) may
+# end a request.
+HELD = {"FT_GATEWAY_TIMEOUTS__RESPONSE": "60", "FT_GATEWAY_TIMEOUTS__STREAM_IDLE": "60"}
 
 
 def fault_settings(upstream: str, *, client: str = "httpx", **env: str) -> Settings:
+    """The default policy in front of ``upstream`` over upstream client ``client``, with
+    the small time-outs and limits above; ``env`` as more FT_GATEWAY_* variables."""
     environ = {
         "FT_GATEWAY_UPSTREAM__CLIENT": client,
         "FT_GATEWAY_LIMITS__MAX_RESPONSE_BYTES": str(256 * 1024),
@@ -43,55 +33,7 @@ def fault_settings(upstream: str, *, client: str = "httpx", **env: str) -> Setti
         **{f"FT_GATEWAY_TIMEOUTS__{k.upper()}": str(v) for k, v in TIMEOUTS.items()},
         **env,
     }
-    return load_settings(
-        None, overrides={("upstream", "url"): upstream, ("policy",): POLICY}, environ=environ
-    )
-
-
-class Recorder:
-    """An Observer that keeps finished exchanges and lets a test wait for one."""
-
-    def __init__(self) -> None:
-        import asyncio
-
-        self.finished_exchanges: list[Exchange] = []
-        self._changed = asyncio.Condition()
-        self._loop = asyncio.get_running_loop()
-
-    def started(self, exchange: Exchange) -> None:
-        return None
-
-    def finished(self, exchange: Exchange) -> None:
-        self.finished_exchanges.append(exchange)
-        self._loop.create_task(self._notify())
-
-    async def _notify(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
-
-    async def wait_for(self, predicate: typing.Callable[[Exchange], bool]) -> Exchange:
-        async with self._changed:
-            await self._changed.wait_for(lambda: any(predicate(e) for e in self.finished_exchanges))
-        return next(e for e in self.finished_exchanges if predicate(e))
-
-
-@dataclass
-class Gateway:
-    url: str
-    app: Starlette
-    settings: Settings
-    recorder: Recorder
-
-
-@contextlib.asynccontextmanager
-async def gateway_for(settings: Settings, **server: Any) -> AsyncIterator[Gateway]:
-    """The gateway under uvicorn with ``ft-gateway serve``'s server limits."""
-    app = create_app(settings)
-    recorder = Recorder()
-    app.state.gateway.observer = recorder
-    options = {**uvicorn_options(settings), **server}
-    async with running_server(app, **options) as url:
-        yield Gateway(url, app, settings, recorder)
+    return gateway_settings(upstream, environ=environ)
 
 
 def refused_url() -> str:
@@ -120,6 +62,3 @@ def unanswered_url() -> Iterator[str]:
         for filler in fillers:
             filler.close()
         listener.close()
-
-
-__all__ = ["FakeEngine", "Gateway", "gateway_for", "fault_settings", "chat", "CHAT"]

@@ -1,0 +1,136 @@
+"""The gateway as the tests run it: its settings; in process, in front of a mocked engine
+(``MockEngine``, ``asgi_client``); under uvicorn on a loopback port (``serve_gateway``,
+``gateway_in_front_of``); the ``openai`` SDK pointed at it; an Observer that records
+what it served."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import openai
+from starlette.applications import Starlette
+
+from gateway.app.factory import create_app
+from gateway.observe.exchange import Exchange
+from gateway.serving.server import uvicorn_options
+from gateway.settings import Settings, load_settings
+from tests.support.bodies import ANSWER, MODEL
+from tests.support.paths import POLICY
+from tests.support.servers import running_server
+
+
+def gateway_settings(
+    upstream: str | None = None,
+    *,
+    policy: str | Path = POLICY,
+    environ: Mapping[str, str] | None = None,
+    overrides: Mapping[tuple[str, ...], Any] | None = None,
+) -> Settings:
+    """Settings with no config file and none of this process's environment: the default
+    policy (or ``policy``), ``upstream`` as the engine, ``overrides`` as flags would give
+    them and ``environ`` as the environment."""
+    flags: dict[tuple[str, ...], Any] = {("policy",): str(policy), **(overrides or {})}
+    if upstream is not None:
+        flags[("upstream", "url")] = upstream
+    return load_settings(None, overrides=flags, environ=dict(environ or {}))
+
+
+def canned(request: httpx.Request) -> httpx.Response:
+    """A healthy engine's answer: the model list, or the canned chat completion."""
+    if request.url.path == "/v1/models":
+        return httpx.Response(200, json={"object": "list", "data": [{"id": MODEL}]})
+    return httpx.Response(200, json=ANSWER)
+
+
+class MockEngine:
+    """An engine behind ``httpx.MockTransport`` (``transport``): records each request and
+    answers it with ``handler``, by default ``canned``."""
+
+    def __init__(self, handler: Callable[[httpx.Request], httpx.Response] = canned) -> None:
+        self.requests: list[httpx.Request] = []
+        self.handler = handler
+
+    def __call__(self, request: httpx.Request) -> httpx.Response:
+        self.requests.append(request)
+        return self.handler(request)
+
+    @property
+    def transport(self) -> httpx.MockTransport:
+        return httpx.MockTransport(self)
+
+
+@contextlib.asynccontextmanager
+async def asgi_client(app: Starlette) -> AsyncIterator[httpx.AsyncClient]:
+    """A client that calls ``app`` in process (``httpx.ASGITransport``), inside its lifespan."""
+    async with app.router.lifespan_context(app):
+        transport = httpx.ASGITransport(app=app)
+        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
+            yield client
+
+
+class Recorder:
+    """An Observer that keeps every finished exchange and lets a test wait for one."""
+
+    def __init__(self) -> None:
+        self.finished_exchanges: list[Exchange] = []
+        self._changed = asyncio.Event()
+
+    def started(self, exchange: Exchange) -> None:
+        return None
+
+    def finished(self, exchange: Exchange) -> None:
+        self.finished_exchanges.append(exchange)
+        self._changed.set()
+
+    async def wait_for(self, predicate: Callable[[Exchange], bool]) -> Exchange:
+        """The first finished exchange for which ``predicate`` holds, once there is one."""
+        while (found := next(filter(predicate, self.finished_exchanges), None)) is None:
+            self._changed.clear()
+            await self._changed.wait()
+        return found
+
+
+@dataclass
+class Gateway:
+    """A gateway serving on a loopback port, and what it served (``recorder``)."""
+
+    url: str
+    app: Starlette
+    settings: Settings
+    recorder: Recorder
+
+
+@contextlib.asynccontextmanager
+async def serve_gateway(settings: Settings, **server: Any) -> AsyncIterator[Gateway]:
+    """The gateway under uvicorn with ``ft-gateway serve``'s server options (``server``
+    overrides them), observed by a Recorder alone."""
+    app = create_app(settings)
+    recorder = Recorder()
+    app.state.gateway.observer = recorder
+    options = {**uvicorn_options(settings), **server}
+    async with running_server(app, **options) as url:
+        yield Gateway(url, app, settings, recorder)
+
+
+@contextlib.asynccontextmanager
+async def gateway_in_front_of(engine_url: str, **settings: Any) -> AsyncIterator[str]:
+    """The gateway (``gateway_settings(engine_url, **settings)``) under plain uvicorn on a
+    loopback port; yields its URL."""
+    async with running_server(create_app(gateway_settings(engine_url, **settings))) as url:
+        yield url
+
+
+def sdk(url: str, *, api_key: str = "sk-test", **options: Any) -> openai.AsyncOpenAI:
+    """The ``openai`` SDK's async client for the gateway at ``url``, with no retries."""
+    return openai.AsyncOpenAI(base_url=f"{url}/v1", api_key=api_key, max_retries=0, **options)
+
+
+def sync_sdk(url: str, *, api_key: str = "sk-test", **options: Any) -> openai.OpenAI:
+    """The ``openai`` SDK's client for the gateway at ``url``, with no retries."""
+    return openai.OpenAI(base_url=f"{url}/v1", api_key=api_key, max_retries=0, **options)
