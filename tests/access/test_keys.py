@@ -5,7 +5,6 @@ from __future__ import annotations
 import hmac
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import openai
@@ -14,92 +13,38 @@ import pytest
 from gateway.access.keys import ApiKey, Keyring, hash_key, load_keyring
 from gateway.app.factory import create_app
 from gateway.errors import AuthenticationFailed
-from gateway.observe.exchange import Exchange, Observers
+from gateway.observe.exchange import Observers
 from gateway.settings import Settings, load_settings
 from gateway.yamlsource import SourceError
-from tests.support.paths import ROOT
+from tests.support.bodies import ANSWER, CHAT, MESSAGES, MODEL, chat, openai_error
+from tests.support.gateways import MockEngine, Recorder, asgi_client, gateway_settings, sync_sdk
+from tests.support.paths import BATCH_PROFILE, POLICY
 from tests.support.servers import ServerThread
 
-CHAT = "/v1/chat/completions"
-MODEL = "Qwen3.8-Flash-Next"
-MSG = [{"role": "user", "content": "hi"}]
-ANSWER = {
-    "id": "c1",
-    "object": "chat.completion",
-    "created": 1,
-    "model": MODEL,
-    "choices": [
-        {
-            "index": 0,
-            "message": {"role": "assistant", "content": "hello"},
-            "finish_reason": "stop",
-        }
-    ],
-    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-}
 ALICE = "sk-alice-0123456789"
 BATCH = "sk-batch-9876543210"
-# A trusted batch client may ask for several choices (an engine that honours n).
-PROFILES = """
-profiles:
-  batch:
-    routes:
-      /v1/chat/completions:
-        fields:
-          n: {action: pass, maximum: 4}
-"""
 
 
 def bearer(key: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {key}"}
 
 
-class Engine:
-    """Records what reaches the engine."""
-
-    def __init__(self) -> None:
-        self.requests: list[httpx.Request] = []
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(request)
-        if request.url.path == "/v1/models":
-            return httpx.Response(200, json={"object": "list", "data": [{"id": MODEL}]})
-        return httpx.Response(200, json=ANSWER)
-
-
-class Recorder:
-    """An Observer that keeps every finished Exchange."""
-
-    def __init__(self) -> None:
-        self.finished_exchanges: list[Exchange] = []
-
-    def started(self, exchange: Exchange) -> None:
-        return None
-
-    def finished(self, exchange: Exchange) -> None:
-        self.finished_exchanges.append(exchange)
-
-
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
     policy = tmp_path / "policy.yaml"
-    policy.write_text((ROOT / "policies" / "ft-serve.yaml").read_text() + PROFILES)
+    policy.write_text(POLICY.read_text() + BATCH_PROFILE)
     keys = tmp_path / "keys.yaml"
     keys.write_text(
         f"keys:\n"
         f"  - {{name: alice, sha256: {hash_key(ALICE)}}}\n"
         f"  - {{name: batch, sha256: {hash_key(BATCH)}, profile: batch}}\n"
     )
-    return load_settings(
-        None,
-        overrides={("policy",): str(policy), ("auth", "keys_file"): str(keys)},
-        environ={},
-    )
+    return gateway_settings(policy=policy, overrides={("auth", "keys_file"): str(keys)})
 
 
 @pytest.fixture
-def engine() -> Engine:
-    return Engine()
+def engine() -> MockEngine:
+    return MockEngine()
 
 
 @pytest.fixture
@@ -109,27 +54,17 @@ def recorder() -> Recorder:
 
 @pytest.fixture
 async def client(
-    settings: Settings, engine: Engine, recorder: Recorder
+    settings: Settings, engine: MockEngine, recorder: Recorder
 ) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(settings, transport=httpx.MockTransport(engine))
+    app = create_app(settings, transport=engine.transport)
     app.state.gateway.observer = Observers(app.state.gateway.observer, recorder)
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as c:
-            yield c
-
-
-def chat(**fields: Any) -> dict[str, Any]:
-    return {"model": MODEL, "messages": MSG, **fields}
+    async with asgi_client(app) as c:
+        yield c
 
 
 def assert_401(response: httpx.Response) -> None:
-    assert response.status_code == 401
+    openai_error(response, 401, type="invalid_request_error", code="invalid_api_key")
     assert response.headers["www-authenticate"].startswith("Bearer")
-    error = response.json()["error"]
-    assert set(error) == {"message", "type", "param", "code"}
-    assert error["type"] == "invalid_request_error"
-    assert error["code"] == "invalid_api_key"
 
 
 @pytest.mark.anyio
@@ -148,7 +83,7 @@ def assert_401(response: httpx.Response) -> None:
     ids=["none", "wrong", "longer", "shorter", "no-scheme", "basic", "empty", "other-header"],
 )
 async def test_missing_or_wrong_key_is_401_and_nothing_goes_upstream(
-    client: httpx.AsyncClient, engine: Engine, headers: dict[str, str]
+    client: httpx.AsyncClient, engine: MockEngine, headers: dict[str, str]
 ) -> None:
     response = await client.post(CHAT, json=chat(), headers=headers)
     assert_401(response)
@@ -158,7 +93,7 @@ async def test_missing_or_wrong_key_is_401_and_nothing_goes_upstream(
 
 @pytest.mark.anyio
 async def test_key_in_the_query_string_is_ignored(
-    client: httpx.AsyncClient, engine: Engine
+    client: httpx.AsyncClient, engine: MockEngine
 ) -> None:
     for query in ({"api_key": ALICE}, {"key": ALICE}, {"authorization": f"Bearer {ALICE}"}):
         assert_401(await client.post(CHAT, json=chat(), params=query))
@@ -167,7 +102,7 @@ async def test_key_in_the_query_string_is_ignored(
 
 @pytest.mark.anyio
 async def test_right_key_passes_and_is_never_forwarded(
-    client: httpx.AsyncClient, engine: Engine, recorder: Recorder
+    client: httpx.AsyncClient, engine: MockEngine, recorder: Recorder
 ) -> None:
     response = await client.post(CHAT, json=chat(), headers=bearer(ALICE))
     assert response.status_code == 200
@@ -185,20 +120,20 @@ async def test_scheme_is_case_insensitive(client: httpx.AsyncClient) -> None:
 
 @pytest.mark.anyio
 async def test_engine_key_comes_from_the_config_not_the_client(
-    settings: Settings, engine: Engine, monkeypatch: pytest.MonkeyPatch
+    settings: Settings, engine: MockEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("ENGINE_KEY", "sk-engine")
     settings.upstream.api_key_env = "ENGINE_KEY"
-    app = create_app(settings, transport=httpx.MockTransport(engine))
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as c:
-            assert (await c.post(CHAT, json=chat(), headers=bearer(ALICE))).status_code == 200
+    app = create_app(settings, transport=engine.transport)
+    async with asgi_client(app) as c:
+        assert (await c.post(CHAT, json=chat(), headers=bearer(ALICE))).status_code == 200
     assert [r.headers["authorization"] for r in engine.requests] == ["Bearer sk-engine"]
 
 
 @pytest.mark.anyio
-async def test_models_needs_a_key_probes_do_not(client: httpx.AsyncClient, engine: Engine) -> None:
+async def test_models_needs_a_key_probes_do_not(
+    client: httpx.AsyncClient, engine: MockEngine
+) -> None:
     assert_401(await client.get("/v1/models"))
     assert engine.requests == []
     response = await client.get("/v1/models", headers=bearer(ALICE))
@@ -210,7 +145,7 @@ async def test_models_needs_a_key_probes_do_not(client: httpx.AsyncClient, engin
 
 @pytest.mark.anyio
 async def test_a_key_selects_its_policy_profile(
-    client: httpx.AsyncClient, engine: Engine, recorder: Recorder
+    client: httpx.AsyncClient, engine: MockEngine, recorder: Recorder
 ) -> None:
     refused = await client.post(CHAT, json=chat(n=3), headers=bearer(ALICE))
     assert refused.status_code == 400
@@ -369,20 +304,15 @@ def test_gateway_refuses_to_start_without_its_keys(settings: Settings) -> None:
         create_app(settings)
 
 
-def test_openai_sdk_with_and_without_a_key(settings: Settings, engine: Engine) -> None:
-    app = create_app(settings, transport=httpx.MockTransport(engine))
+def test_openai_sdk_with_and_without_a_key(settings: Settings, engine: MockEngine) -> None:
+    app = create_app(settings, transport=engine.transport)
     with ServerThread(app) as server:
-
-        def make(key: str) -> openai.OpenAI:
-            return openai.OpenAI(base_url=f"{server.url}/v1", api_key=key, max_retries=0)
-
-        with make("sk-wrong") as wrong, make(ALICE) as alice, make(BATCH) as batch:
+        wrong, alice, batch = (sync_sdk(server.url, api_key=k) for k in ("sk-wrong", ALICE, BATCH))
+        with wrong, alice, batch:
             with pytest.raises(openai.AuthenticationError) as info:
                 wrong.chat.completions.create(model=MODEL, messages=[])
             assert info.value.code == "invalid_api_key"
-            answer = alice.chat.completions.create(
-                model=MODEL, messages=[{"role": "user", "content": "hi"}]
-            )
-            assert answer.choices[0].message.content == "hello"
+            answer = alice.chat.completions.create(model=MODEL, messages=MESSAGES)
+            assert answer.choices[0].message.content == ANSWER["choices"][0]["message"]["content"]
             assert [m.id for m in batch.models.list()] == [MODEL]
     assert len(engine.requests) == 2

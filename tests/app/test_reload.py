@@ -17,16 +17,16 @@ from typing import IO, Any
 import anyio
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.app.factory import create_app
 from gateway.app.reload import PolicyReloader
-from gateway.settings import load_settings
-from tests.support.paths import ROOT
+from tests.support.bodies import CHAT, chat
+from tests.support.gateways import gateway_settings
+from tests.support.metrics import Scrape
+from tests.support.paths import BATCH_PROFILE, POLICY, ROOT
 from tests.support.servers import free_port, running_server
 
-CHAT = "/v1/chat/completions"
-ORIGINAL = (ROOT / "policies" / "ft-serve.yaml").read_text()
+ORIGINAL = POLICY.read_text()
 REJECT_LOGPROBS = "      logprobs:\n        action: reject\n        type: boolean\n"
 assert REJECT_LOGPROBS in ORIGINAL
 # The edit of the README's "When the engine gains a feature".
@@ -39,10 +39,6 @@ def sha256(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def chat(**fields: Any) -> dict[str, Any]:
-    return {"model": "m", "messages": [{"role": "user", "content": "hi"}], **fields}
-
-
 def write_atomically(path: Path, text: str) -> None:
     """Replace ``path`` the way editors do: a new file renamed over the old one."""
     staging = path.parent.parent / "staging"
@@ -50,14 +46,6 @@ def write_atomically(path: Path, text: str) -> None:
     new = staging / path.name
     new.write_text(text)
     os.replace(new, path)
-
-
-def metric(text: str, name: str, **labels: str) -> float | None:
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            if sample.name == name and sample.labels == labels:
-                return sample.value
-    return None
 
 
 class Engine:
@@ -96,10 +84,8 @@ def policy(tmp_path: Path) -> Path:
 async def gateway(
     policy: Path, engine: Engine, *, watch: bool = False
 ) -> AsyncIterator[tuple[httpx.AsyncClient, PolicyReloader]]:
-    settings = load_settings(
-        None,
-        overrides={("policy",): str(policy), ("watch_policy",): watch, ("log", "requests"): False},
-        environ={},
+    settings = gateway_settings(
+        policy=policy, overrides={("watch_policy",): watch, ("log", "requests"): False}
     )
     app = create_app(settings, transport=httpx.MockTransport(engine))
     async with running_server(app) as url, httpx.AsyncClient(base_url=url) as client:
@@ -145,14 +131,11 @@ async def test_valid_edit_takes_effect_without_dropping_an_in_flight_stream(
         assert ready["policy"]["sha256"] == sha256(LOGPROBS_PASS)
         assert ready["policy"]["last_reload"]["result"] == "loaded"
         assert ready["policy"]["last_reload"]["trigger"] == "SIGHUP"
-        text = (await client.get("/metrics")).text
-        assert metric(text, "ft_gateway_policy_reloads_total", result="loaded") == 1
+        m = Scrape((await client.get("/metrics")).text)
+        assert m("ft_gateway_policy_reloads_total", result="loaded") == 1
         info = {"path": str(policy), "sha256": sha256(LOGPROBS_PASS)}
-        assert metric(text, "ft_gateway_policy_info", **info) == 1
-        assert (
-            metric(text, "ft_gateway_policy_info", path=str(policy), sha256=sha256(ORIGINAL))
-            is None
-        )
+        assert m("ft_gateway_policy_info", **info) == 1
+        assert m("ft_gateway_policy_info", path=str(policy), sha256=sha256(ORIGINAL)) is None
 
         send_sighup()  # the same file again
         await attempts(reloader, 2)
@@ -179,11 +162,11 @@ async def test_invalid_edit_leaves_the_old_policy_serving(
         assert ready["policy"]["sha256"] == sha256(ORIGINAL)
         assert ready["policy"]["last_reload"]["result"] == "failed"
         assert "got \"rejct\" (did you mean 'reject'?)" in ready["policy"]["last_reload"]["error"]
-        text = (await client.get("/metrics")).text
-        assert metric(text, "ft_gateway_policy_reloads_total", result="failed") == 1
-        assert metric(text, "ft_gateway_policy_reloads_total", result="loaded") == 0
+        m = Scrape((await client.get("/metrics")).text)
+        assert m("ft_gateway_policy_reloads_total", result="failed") == 1
+        assert m("ft_gateway_policy_reloads_total", result="loaded") == 0
         info = {"path": str(policy), "sha256": sha256(ORIGINAL)}
-        assert metric(text, "ft_gateway_policy_info", **info) == 1
+        assert m("ft_gateway_policy_info", **info) == 1
 
         [logged] = [r for r in caplog.records if r.name == "gateway.reload" and r.levelno >= 40]
         assert logged.getMessage() == "policy reload failed; the live policy stays"
@@ -289,16 +272,6 @@ def test_sighup_reaches_a_real_serve_process(policy: Path) -> None:
     assert proc.returncode in (0, -signal.SIGTERM)
 
 
-BATCH_PROFILE = """
-profiles:
-  batch:
-    routes:
-      /v1/chat/completions:
-        fields:
-          n: {action: pass, maximum: 4}
-"""
-
-
 @pytest.mark.anyio
 async def test_a_policy_must_keep_the_profiles_api_keys_select(
     policy: Path, tmp_path: Path
@@ -306,11 +279,7 @@ async def test_a_policy_must_keep_the_profiles_api_keys_select(
     policy.write_text(ORIGINAL + BATCH_PROFILE)
     keys = tmp_path / "keys.yaml"
     keys.write_text(f"keys:\n  - {{name: batch, sha256: {'a' * 64}, profile: batch}}\n")
-    settings = load_settings(
-        None,
-        overrides={("policy",): str(policy), ("auth", "keys_file"): str(keys)},
-        environ={},
-    )
+    settings = gateway_settings(policy=policy, overrides={("auth", "keys_file"): str(keys)})
     app = create_app(settings, transport=httpx.MockTransport(Engine()))
     reloader: PolicyReloader = app.state.reloader
     policy.write_text(LOGPROBS_PASS)  # the profile is gone

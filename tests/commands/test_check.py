@@ -13,9 +13,8 @@ import pytest
 from gateway.cli import main
 from gateway.policy.loading import load_policy_file
 from gateway.yamlsource import SourceError
-from tests.support.paths import ROOT
+from tests.support.paths import FIXTURES, ROOT
 
-FIXTURES = ROOT / "tests" / "fixtures"
 BROKEN = FIXTURES / "policies" / "broken"
 CHAT = "routes./v1/chat/completions.fields"
 

@@ -16,17 +16,15 @@ from gateway.cli import main
 from gateway.commands.explain import explain_request
 from gateway.policy.engine import Policy
 from gateway.policy.loading import load_policy_file
-from gateway.settings import load_settings
-from tests.support.paths import ROOT
+from tests.support.bodies import MESSAGES, MODEL, chat
+from tests.support.gateways import MockEngine, asgi_client, gateway_settings
+from tests.support.paths import FIXTURES, POLICY, ROOT
 
-POLICY = ROOT / "policies" / "ft-serve.yaml"
-OVERLAYS = ROOT / "tests" / "fixtures" / "policies" / "good-overlays.yaml"
-MSG = [{"role": "user", "content": "hi"}]
-ANSWER = {"id": "c1", "object": "chat.completion", "choices": [], "usage": {}}
+OVERLAYS = FIXTURES / "policies" / "good-overlays.yaml"
 
 
-def chat(**fields: Any) -> bytes:
-    return json.dumps({"model": "Qwen3.8-Flash-Next", "messages": MSG, **fields}).encode()
+def chat_bytes(**fields: Any) -> bytes:
+    return json.dumps(chat(**fields)).encode()
 
 
 def explain(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
@@ -44,7 +42,7 @@ def write(tmp_path: Path, body: bytes) -> str:
 def test_rejection_is_explained_with_the_exact_400(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    request = write(tmp_path, chat(logprobs=True, n=1, user="u", max_completion_tokens=5))
+    request = write(tmp_path, chat_bytes(logprobs=True, n=1, user="u", max_completion_tokens=5))
     status, out = explain(["--policy", str(POLICY), request], capsys)
     assert status == 1
     lines = out.splitlines()
@@ -66,14 +64,14 @@ def test_rejection_is_explained_with_the_exact_400(
 
 
 def test_forwarded_body_is_shown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    request = write(tmp_path, chat(user="u", max_completion_tokens=5, seed=7))
+    request = write(tmp_path, chat_bytes(user="u", max_completion_tokens=5, seed=7))
     status, out = explain(["--policy", str(POLICY), request], capsys)
     assert status == 0
     lines = out.splitlines()
     assert lines[-2] == "-> forwarded to the engine (changed by the policy):"
     assert json.loads(lines[-1]) == {
-        "model": "Qwen3.8-Flash-Next",
-        "messages": MSG,
+        "model": MODEL,
+        "messages": MESSAGES,
         "seed": 7,
         "max_tokens": 5,
     }
@@ -91,13 +89,15 @@ def test_unchanged_body_is_the_clients_bytes(
 
 
 def test_defaults_overlays_and_profiles(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    request = write(tmp_path, json.dumps({"model": "big-model", "messages": MSG, "n": 3}).encode())
+    request = write(
+        tmp_path, json.dumps({"model": "big-model", "messages": MESSAGES, "n": 3}).encode()
+    )
     status, out = explain(["--policy", str(OVERLAYS), request], capsys)
     assert status == 0
     assert "  temperature  defaulted  0.7" in out.splitlines()
     assert json.loads(out.splitlines()[-1])["n"] == 3  # the model overlay lets n pass
 
-    request = write(tmp_path, chat(extra=1))
+    request = write(tmp_path, chat_bytes(extra=1))
     assert explain(["--policy", str(OVERLAYS), request], capsys)[0] == 1
     status, out = explain(["--policy", str(OVERLAYS), "--profile", "lenient", request], capsys)
     assert status == 0
@@ -123,7 +123,7 @@ def test_completions_route_is_guessed_or_given(
 def test_request_on_stdin_and_json_output(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(chat(n=2))))
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(chat_bytes(n=2))))
     status, out = explain(["--policy", str(POLICY), "--json"], capsys)
     assert status == 1
     result = json.loads(out)
@@ -139,8 +139,8 @@ def test_bad_input_and_bad_policy(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert '"code":"invalid_json"' in out
     status, out = explain(["--policy", str(POLICY), str(tmp_path / "missing.json")], capsys)
     assert status == 2
-    broken = ROOT / "tests" / "fixtures" / "policies" / "broken" / "unknown-key.yaml"
-    status, out = explain(["--policy", str(broken), write(tmp_path, chat())], capsys)
+    broken = FIXTURES / "policies" / "broken" / "unknown-key.yaml"
+    status, out = explain(["--policy", str(broken), write(tmp_path, chat_bytes())], capsys)
     assert status == 2
     assert "unknown key 'nuetral'" in out
 
@@ -150,7 +150,7 @@ def test_policy_from_the_config(
 ) -> None:
     monkeypatch.chdir(ROOT)
     monkeypatch.delenv("FT_GATEWAY_POLICY", raising=False)
-    request = write(tmp_path, chat(extra=1))
+    request = write(tmp_path, chat_bytes(extra=1))
     status, out = explain(["--config", "tests/fixtures/configs/good.yaml", request], capsys)
     assert status == 1
     assert "good-overlays.yaml" in out.splitlines()[0]
@@ -158,19 +158,19 @@ def test_policy_from_the_config(
 
 # The server's answer for each of these must be exactly what explain predicts.
 AGREEMENT_CASES = [
-    chat(),
-    chat(logprobs=True),
-    chat(logprobs=False, n=1, logit_bias={}, response_format={"type": "text"}),
-    chat(n=3, logprobs=True),
-    chat(user="u", metadata={"a": "b"}, max_completion_tokens=9),
-    chat(max_completion_tokens=9, max_tokens=9),
-    chat(unknown_thing=1),
-    chat(stream_options={"include_usage": True}),
-    chat(temperature=3),
-    chat(seed=2**63),
+    chat_bytes(),
+    chat_bytes(logprobs=True),
+    chat_bytes(logprobs=False, n=1, logit_bias={}, response_format={"type": "text"}),
+    chat_bytes(n=3, logprobs=True),
+    chat_bytes(user="u", metadata={"a": "b"}, max_completion_tokens=9),
+    chat_bytes(max_completion_tokens=9, max_tokens=9),
+    chat_bytes(unknown_thing=1),
+    chat_bytes(stream_options={"include_usage": True}),
+    chat_bytes(temperature=3),
+    chat_bytes(seed=2**63),
     json.dumps({"model": "m", "prompt": "p", "logprobs": 0, "n": 1}).encode(),
     json.dumps({"model": "m", "prompt": "p", "logprobs": None, "n": 1, "user": "x"}).encode(),
-    json.dumps({"messages": MSG}).encode(),
+    json.dumps({"messages": MESSAGES}).encode(),
     b"[1, 2]",
     b"",
     b'{"model": "m", "messages": [',
@@ -178,27 +178,18 @@ AGREEMENT_CASES = [
 
 
 @pytest.fixture
-async def server() -> AsyncIterator[tuple[httpx.AsyncClient, list[bytes]]]:
-    settings = load_settings(None, overrides={("policy",): str(POLICY)}, environ={})
-    received: list[bytes] = []
-
-    def engine(request: httpx.Request) -> httpx.Response:
-        received.append(request.content)
-        return httpx.Response(200, json=ANSWER)
-
-    app = create_app(settings, transport=httpx.MockTransport(engine))
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
-            yield client, received
+async def server() -> AsyncIterator[tuple[httpx.AsyncClient, MockEngine]]:
+    engine = MockEngine()
+    async with asgi_client(create_app(gateway_settings(), transport=engine.transport)) as client:
+        yield client, engine
 
 
 @pytest.mark.anyio
 @pytest.mark.parametrize("raw", AGREEMENT_CASES)
 async def test_explain_agrees_with_the_server(
-    raw: bytes, server: tuple[httpx.AsyncClient, list[bytes]]
+    raw: bytes, server: tuple[httpx.AsyncClient, MockEngine]
 ) -> None:
-    client, received = server
+    client, engine = server
     source, digest = load_policy_file(POLICY)
     result = explain_request(Policy(source, digest=digest), raw)
     response = await client.post(
@@ -207,6 +198,6 @@ async def test_explain_agrees_with_the_server(
     assert response.status_code == result.status
     if result.error is not None:
         assert response.content == result.error
-        assert received == []
+        assert engine.requests == []
     else:
-        assert received == [result.forwarded]
+        assert [r.content for r in engine.requests] == [result.forwarded]

@@ -13,11 +13,10 @@ import yaml
 
 from gateway.cli import main
 from gateway.commands.schema import schema_text
-from tests.support.paths import ROOT
+from tests.support.paths import FIXTURES, ROOT
 
 SCHEMA_FILE = ROOT / "gateway" / "policy.schema.json"
 POLICIES = sorted((ROOT / "policies").glob("*.yaml"))
-FIXTURES = ROOT / "tests" / "fixtures" / "policies"
 SCHEMA_LINE = re.compile(r"^# yaml-language-server: \$schema=(\S+)$", re.MULTILINE)
 
 
@@ -46,7 +45,7 @@ def test_there_are_policies() -> None:
     assert POLICIES
 
 
-@pytest.mark.parametrize("path", [*POLICIES, FIXTURES / "good-overlays.yaml"], ids=str)
+@pytest.mark.parametrize("path", [*POLICIES, FIXTURES / "policies" / "good-overlays.yaml"], ids=str)
 def test_policy_validates_and_points_to_the_schema(path: Path) -> None:
     validator().validate(load(path))
     match = SCHEMA_LINE.search(path.read_text())
@@ -63,7 +62,7 @@ def test_policy_validates_and_points_to_the_schema(path: Path) -> None:
     ],
 )
 def test_editor_flags_typos(name: str, where: list[str]) -> None:
-    errors = list(validator().iter_errors(load(FIXTURES / "broken" / f"{name}.yaml")))
+    errors = list(validator().iter_errors(load(FIXTURES / "policies" / "broken" / f"{name}.yaml")))
     assert errors
     assert any(list(e.absolute_path)[: len(where)] == where for e in errors)
 

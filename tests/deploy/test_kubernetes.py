@@ -19,7 +19,7 @@ from gateway.app.factory import create_app
 from gateway.policy.loading import parse_policy_text
 from gateway.settings import Settings, load_settings
 from gateway.yamlsource import parse_yaml
-from tests.support.paths import ROOT
+from tests.support.paths import POLICY, ROOT
 
 DEPLOY = ROOT / "deploy" / "kubernetes"
 
@@ -79,7 +79,7 @@ def test_every_manifest_parses_and_kustomization_lists_them() -> None:
 
 def test_probes_hit_the_gateways_probe_routes_on_its_port(container: dict[str, Any]) -> None:
     defaults = Settings()
-    app = create_app(Settings(policy=ROOT / "policies" / "ft-serve.yaml"))
+    app = create_app(Settings(policy=POLICY))
     routes = {r.path for r in app.routes if isinstance(r, Route) and "GET" in (r.methods or ())}
     probes = {
         kind: container[kind]["httpGet"]
@@ -133,7 +133,7 @@ def test_policy_comes_from_the_configmap_and_is_the_shipped_one(
     (file_name,) = policy_map["data"]
     assert config.policy == Path(mounts[policy_volume]) / file_name
     text = policy_map["data"][file_name]
-    assert text == (ROOT / "policies" / "ft-serve.yaml").read_text(), "run scripts/k8s-policy"
+    assert text == POLICY.read_text(), "run scripts/k8s-policy"
     parse_policy_text(text)
 
 

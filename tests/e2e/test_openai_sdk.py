@@ -14,11 +14,9 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from gateway.app.factory import create_app
-from gateway.settings import load_settings
-from tests.support.paths import ROOT
+from tests.support.bodies import CHAT, DONE, MODEL, chunk_event, completion
+from tests.support.gateways import gateway_settings, sync_sdk
 from tests.support.servers import ServerThread
-
-MODEL = "Qwen3.8-Flash-Next"
 
 
 def recording_engine(received: list[dict[str, Any]]) -> Starlette:
@@ -28,57 +26,20 @@ def recording_engine(received: list[dict[str, Any]]) -> Starlette:
         body = json.loads(await request.body())
         received.append(body)
         if body.get("stream"):
+            events = [chunk_event("Mis"), chunk_event("tral"), DONE]
+            return StreamingResponse(iter(events), media_type="text/event-stream")
+        return JSONResponse(completion("Whiskers"))
 
-            def events() -> Iterator[bytes]:
-                for piece in ("Mis", "tral"):
-                    chunk = {
-                        "id": "c1",
-                        "object": "chat.completion.chunk",
-                        "created": 1,
-                        "model": MODEL,
-                        "choices": [{"index": 0, "delta": {"content": piece}}],
-                    }
-                    yield b"data: " + json.dumps(chunk).encode() + b"\n\n"
-                yield b"data: [DONE]\n\n"
-
-            return StreamingResponse(events(), media_type="text/event-stream")
-        return JSONResponse(
-            {
-                "id": "c1",
-                "object": "chat.completion",
-                "created": 1,
-                "model": MODEL,
-                "choices": [
-                    {
-                        "index": 0,
-                        "message": {"role": "assistant", "content": "Whiskers"},
-                        "finish_reason": "stop",
-                        "logprobs": None,
-                    }
-                ],
-                "usage": {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 6},
-            }
-        )
-
-    return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
+    return Starlette(routes=[Route(CHAT, chat, methods=["POST"])])
 
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[tuple[openai.OpenAI, list[dict[str, Any]]]]:
     received: list[dict[str, Any]] = []
     with ServerThread(recording_engine(received)) as engine:
-        settings = load_settings(
-            None,
-            overrides={
-                ("upstream", "url"): engine.url,
-                ("policy",): str(ROOT / "policies" / "ft-serve.yaml"),
-            },
-            environ={},
-        )
-        with ServerThread(create_app(settings)) as gateway:
-            client = openai.OpenAI(base_url=gateway.url + "/v1", api_key="unused", max_retries=0)
-            yield client, received
-            client.close()
+        with ServerThread(create_app(gateway_settings(engine.url))) as gateway:
+            with sync_sdk(gateway.url) as client:
+                yield client, received
 
 
 MESSAGES: Any = [{"role": "user", "content": "Invent a name for a cat."}]

@@ -16,34 +16,23 @@ from typing import Any
 import openai
 import pytest
 
-from gateway.app.factory import create_app
-from gateway.settings import load_settings
 from refengine.server import create_app as create_engine
-from tests.support.paths import ROOT
+from tests.support.bodies import MODEL
+from tests.support.gateways import gateway_in_front_of, sdk
 from tests.support.servers import running_server
 
-MODEL = "Qwen3.8-Flash-Next"
 pytestmark = pytest.mark.anyio
 
 
 @asynccontextmanager
 async def chain(*, unpatched: bool = False) -> AsyncIterator[tuple[openai.AsyncOpenAI, Any]]:
     engine_app = create_engine(unpatched_sampler=unpatched, max_batch=16)
-    async with running_server(engine_app) as engine_url:
-        settings = load_settings(
-            None,
-            overrides={
-                ("upstream", "url"): engine_url,
-                ("policy",): str(ROOT / "policies" / "ft-serve.yaml"),
-            },
-            environ={},
-        )
-        async with running_server(create_app(settings)) as gateway_url:
-            client = openai.AsyncOpenAI(base_url=gateway_url + "/v1", api_key="x", max_retries=0)
-            try:
-                yield client, engine_app.state.engine
-            finally:
-                await client.close()
+    async with (
+        running_server(engine_app) as engine_url,
+        gateway_in_front_of(engine_url) as gateway_url,
+        sdk(gateway_url) as client,
+    ):
+        yield client, engine_app.state.engine
 
 
 CAT: Any = [{"role": "user", "content": "Invent a name for a cat."}]

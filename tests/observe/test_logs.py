@@ -16,11 +16,9 @@ from gateway.app.factory import create_app
 from gateway.observe.exchange import Exchange
 from gateway.observe.logs import AccessLog, JsonFormatter, TextFormatter, logging_config
 from gateway.policy.engine import Outcome
-from gateway.settings import load_settings
-from tests.support.paths import ROOT
+from tests.support.bodies import CHAT, MODEL, chat
+from tests.support.gateways import asgi_client, gateway_settings
 
-POLICY = ROOT / "policies" / "ft-serve.yaml"
-CHAT = "/v1/chat/completions"
 SECRET_CONTENT = "the-secret-prompt-7d41"
 CLIENT_KEY = "sk-client-key-ab12"
 ENGINE_KEY = "sk-engine-key-cd34"
@@ -39,22 +37,18 @@ def gateway(monkeypatch: pytest.MonkeyPatch) -> Gateway:
 
     @asynccontextmanager
     async def start(**environ: str) -> AsyncIterator[httpx.AsyncClient]:
-        settings = load_settings(
-            None,
-            overrides={("policy",): str(POLICY), ("upstream", "api_key_env"): "TEST_ENGINE_KEY"},
-            environ=environ,
+        settings = gateway_settings(
+            overrides={("upstream", "api_key_env"): "TEST_ENGINE_KEY"}, environ=environ
         )
-        app = create_app(settings, transport=httpx.MockTransport(engine))
-        async with app.router.lifespan_context(app):
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
-                yield client
+        async with asgi_client(create_app(settings, transport=httpx.MockTransport(engine))) as c:
+            yield c
 
     return start
 
 
-def chat(**fields: Any) -> dict[str, Any]:
-    return {"model": "m", "messages": [{"role": "user", "content": SECRET_CONTENT}], **fields}
+def secret_chat(**fields: Any) -> dict[str, Any]:
+    """A chat request whose prompt must never reach a log line."""
+    return chat(messages=[{"role": "user", "content": SECRET_CONTENT}], **fields)
 
 
 def lines(capsys: pytest.CaptureFixture[str]) -> list[str]:
@@ -68,9 +62,11 @@ async def test_one_json_line_per_request(
     async with gateway() as client:
         capsys.readouterr()
         headers = {"authorization": f"Bearer {CLIENT_KEY}", "x-request-id": "req-1"}
-        await client.post(CHAT, json=chat(logprobs=True, n=1), headers=headers)
-        await client.post(CHAT, json=chat(user="u", max_completion_tokens=5), headers=headers)
-        await client.post(CHAT, json=chat(model="broken"), headers=headers)
+        await client.post(CHAT, json=secret_chat(logprobs=True, n=1), headers=headers)
+        await client.post(
+            CHAT, json=secret_chat(user="u", max_completion_tokens=5), headers=headers
+        )
+        await client.post(CHAT, json=secret_chat(model="broken"), headers=headers)
         out = lines(capsys)
     records = [json.loads(line) for line in out]
     assert [r["event"] for r in records] == ["request"] * 3
@@ -81,7 +77,7 @@ async def test_one_json_line_per_request(
         "request_id": "req-1",
         "method": "POST",
         "path": CHAT,
-        "model": "m",
+        "model": MODEL,
         "client": None,
         "status": 400,
         "stream": False,
@@ -111,14 +107,14 @@ async def test_one_json_line_per_request(
 async def test_text_format_for_humans(gateway: Gateway, capsys: pytest.CaptureFixture[str]) -> None:
     async with gateway(FT_GATEWAY_LOG__FORMAT="text") as client:
         capsys.readouterr()
-        await client.post(CHAT, json=chat(logprobs=True), headers={"x-request-id": "req-2"})
+        await client.post(CHAT, json=secret_chat(logprobs=True), headers={"x-request-id": "req-2"})
         # A client-chosen field name cannot start a forged log line.
-        await client.post(CHAT, json=chat(**{'x\n2026-01-01 POST / 200 forged="1"': 1}))
+        await client.post(CHAT, json=secret_chat(**{'x\n2026-01-01 POST / 200 forged="1"': 1}))
         out = lines(capsys)
     assert len(out) == 2
     ts, head = out[0].split(" ", 1)
     assert ts.endswith("Z")
-    assert head.startswith("POST /v1/chat/completions 400 request_id=req-2 model=m stream=false ")
+    assert head.startswith(f"POST {CHAT} 400 request_id=req-2 model={MODEL} stream=false ")
     assert " policy=rejected fields=logprobs:rejected error=unsupported_parameter " in head
     assert " upstream_status=" not in head  # absent values are left out
     assert SECRET_CONTENT not in "\n".join(out)
@@ -131,7 +127,7 @@ async def test_request_lines_can_be_turned_off(
 ) -> None:
     async with gateway(FT_GATEWAY_LOG__REQUESTS="false") as client:
         capsys.readouterr()
-        await client.post(CHAT, json=chat())
+        await client.post(CHAT, json=secret_chat())
         assert lines(capsys) == []
 
 

@@ -13,41 +13,18 @@ import httpx
 import pytest
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import Metric
-from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.app.factory import create_app
 from gateway.observe.exchange import Exchange, Observers
 from gateway.observe.metrics import MAX_MODELS, OTHER, Metrics, Tallies, families
-from gateway.settings import Settings, load_settings
-from tests.support.paths import ROOT
+from gateway.settings import Settings
+from tests.support.bodies import CHAT, COMPLETIONS, MESSAGES
+from tests.support.gateways import Recorder, asgi_client, gateway_settings
+from tests.support.metrics import Scrape
+from tests.support.paths import POLICY
 from tests.support.servers import running_server
 
-POLICY = ROOT / "policies" / "ft-serve.yaml"
-CHAT = "/v1/chat/completions"
-COMPLETIONS = "/v1/completions"
-MSG = [{"role": "user", "content": "hi"}]
 SSE = [b'data: {"choices":[{"delta":{"content":"Hi"}}]}\n\n', b"data: [DONE]\n\n"]
-
-
-def scrape(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-
-
-class Scrape:
-    """One /metrics answer, read by metric name and labels."""
-
-    def __init__(self, text: str) -> None:
-        self.samples = scrape(text)
-
-    def __call__(self, name: str, **labels: str) -> float | None:
-        return self.samples.get((name, frozenset(labels.items())))
-
-    def labelled(self, name: str) -> dict[frozenset[tuple[str, str]], float]:
-        return {labels: v for (n, labels), v in self.samples.items() if n == name}
 
 
 def labels(**kv: str) -> frozenset[tuple[str, str]]:
@@ -73,18 +50,13 @@ def engine(request: httpx.Request) -> httpx.Response:
 
 @pytest.fixture
 def settings() -> Settings:
-    return load_settings(
-        None, overrides={("policy",): str(POLICY), ("log", "requests"): False}, environ={}
-    )
+    return gateway_settings(overrides={("log", "requests"): False})
 
 
 @pytest.fixture
 async def client(settings: Settings) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(settings, transport=httpx.MockTransport(engine))
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as c:
-            yield c
+    async with asgi_client(create_app(settings, transport=httpx.MockTransport(engine))) as c:
+        yield c
 
 
 async def post(client: httpx.AsyncClient, route: str, **body: Any) -> httpx.Response:
@@ -96,16 +68,16 @@ async def test_metrics_after_a_known_sequence(client: httpx.AsyncClient) -> None
     statuses = [
         (
             await post(
-                client, CHAT, model="ok", messages=MSG, user="u", n=1, max_completion_tokens=5
+                client, CHAT, model="ok", messages=MESSAGES, user="u", n=1, max_completion_tokens=5
             )
         ),
-        (await post(client, CHAT, model="ok", messages=MSG, logprobs=True)),
-        (await post(client, CHAT, model="ok", messages=MSG, logprobs=True, n=3)),
+        (await post(client, CHAT, model="ok", messages=MESSAGES, logprobs=True)),
+        (await post(client, CHAT, model="ok", messages=MESSAGES, logprobs=True, n=3)),
         (await post(client, COMPLETIONS, model="ok", prompt="hi")),
-        (await post(client, CHAT, model="busy", messages=MSG)),
-        (await post(client, CHAT, model="down", messages=MSG)),
-        (await post(client, CHAT, model="stream", messages=MSG, stream=True)),
-        (await post(client, CHAT, model="cut", messages=MSG, stream=True)),
+        (await post(client, CHAT, model="busy", messages=MESSAGES)),
+        (await post(client, CHAT, model="down", messages=MESSAGES)),
+        (await post(client, CHAT, model="stream", messages=MESSAGES, stream=True)),
+        (await post(client, CHAT, model="cut", messages=MESSAGES, stream=True)),
         (await client.get("/v1/models")),
     ]
     assert [r.status_code for r in statuses] == [200, 400, 400, 200, 503, 502, 200, 200, 200]
@@ -159,10 +131,8 @@ async def test_metrics_after_a_known_sequence(client: httpx.AsyncClient) -> None
 @pytest.mark.anyio
 async def test_each_app_has_its_own_registry(settings: Settings) -> None:
     apps = [create_app(settings, transport=httpx.MockTransport(engine)) for _ in range(2)]
-    async with apps[0].router.lifespan_context(apps[0]):
-        transport = httpx.ASGITransport(app=apps[0])
-        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as c:
-            await post(c, CHAT, model="ok", messages=MSG)
+    async with asgi_client(apps[0]) as c:
+        await post(c, CHAT, model="ok", messages=MESSAGES)
     counts = [
         Scrape(a.state.metrics.render().decode())(
             "ft_gateway_requests_total", route=CHAT, model="ok", status="200"
@@ -187,22 +157,6 @@ def test_client_chosen_labels_are_capped() -> None:
     assert all(len(dict(k)["model"]) <= 100 for k in m.labelled("ft_gateway_requests_total"))
 
 
-class Finished:
-    """An Observer that signals each finished exchange."""
-
-    def __init__(self) -> None:
-        self.exchanges: list[Exchange] = []
-        self.event = anyio.Event()
-
-    def started(self, exchange: Exchange) -> None:
-        return None
-
-    def finished(self, exchange: Exchange) -> None:
-        self.exchanges.append(exchange)
-        self.event.set()
-        self.event = anyio.Event()
-
-
 @pytest.mark.anyio
 async def test_in_flight_gauges_and_hang_ups_on_a_real_server(settings: Settings) -> None:
     release = anyio.Event()
@@ -220,13 +174,14 @@ async def test_in_flight_gauges_and_hang_ups_on_a_real_server(settings: Settings
         return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=chunks())
 
     app = create_app(settings, transport=httpx.MockTransport(held_engine))
-    done = Finished()
+    done = Recorder()
     app.state.gateway.observer = Observers(app.state.gateway.observer, done)
-    body = {"model": "m", "messages": MSG, "stream": True}
+    body = {"model": "m", "messages": MESSAGES, "stream": True}
     async with running_server(app) as url, httpx.AsyncClient(base_url=url) as client:
         for hang_up in (False, True):
-            finished = done.event
-            async with client.stream("POST", CHAT, json=body) as response:
+            request_id = f"hang-up-{hang_up}"
+            headers = {"x-request-id": request_id}
+            async with client.stream("POST", CHAT, json=body, headers=headers) as response:
                 received = response.aiter_raw()
                 assert await received.__anext__() == SSE[0]
                 m = Scrape((await client.get("/metrics")).text)
@@ -236,7 +191,7 @@ async def test_in_flight_gauges_and_hang_ups_on_a_real_server(settings: Settings
                     release.set()
                     assert [c async for c in received] == [SSE[1]]
             # Leaving the block early closes the connection: the client hung up.
-            await finished.wait()
+            await done.wait_for_request(request_id)
             if hang_up:
                 await engine_closed.wait()
             m = Scrape((await client.get("/metrics")).text)
@@ -245,7 +200,7 @@ async def test_in_flight_gauges_and_hang_ups_on_a_real_server(settings: Settings
             assert (m("ft_gateway_client_disconnects_total", route=CHAT) or 0) == int(hang_up)
             release = anyio.Event()
             engine_closed = anyio.Event()
-    assert [e.client_disconnected for e in done.exchanges[-2:]] == [False, True]
+    assert [e.client_disconnected for e in done.finished_exchanges[-2:]] == [False, True]
 
 
 def test_histogram_buckets_and_merged_tallies() -> None:

@@ -7,7 +7,6 @@ from pathlib import Path
 
 import httpx
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.app.factory import create_app
 from gateway.observe.metrics import Histogram, Metrics, Tallies
@@ -17,12 +16,10 @@ from gateway.observe.workermetrics import (
     encode_tallies,
     mark_worker_dead,
 )
-from gateway.settings import load_settings
-from tests.support.paths import ROOT
+from tests.support.bodies import CHAT
+from tests.support.gateways import gateway_settings
+from tests.support.metrics import Scrape
 from tests.support.servers import free_port, running_server
-
-POLICY = str(ROOT / "policies" / "ft-serve.yaml")
-CHAT = "/v1/chat/completions"
 
 
 def tallies(requests: int, *, in_flight: int = 0) -> Tallies:
@@ -55,17 +52,8 @@ class FakeMetrics(Metrics):
         return self.fixed
 
 
-def samples(text: str) -> dict[tuple[str, frozenset[tuple[str, str]]], float]:
-    return {
-        (s.name, frozenset(s.labels.items())): s.value
-        for family in text_string_to_metric_families(text)
-        for s in family.samples
-    }
-
-
-def requests_ok(text: str) -> float:
-    key = frozenset({("route", CHAT), ("model", "m"), ("status", "200")})
-    return samples(text)[("ft_gateway_requests_total", key)]
+def requests_ok(text: str) -> float | None:
+    return Scrape(text)("ft_gateway_requests_total", route=CHAT, model="m", status="200")
 
 
 def test_tallies_survive_the_round_trip() -> None:
@@ -131,11 +119,7 @@ async def test_a_worker_that_crashed_is_read_from_its_last_file(tmp_path: Path) 
 @pytest.mark.anyio
 async def test_metrics_on_their_own_port() -> None:
     port = free_port()
-    settings = load_settings(
-        None,
-        overrides={("policy",): POLICY, ("listen", "metrics_port"): port},
-        environ={},
-    )
+    settings = gateway_settings(overrides={("listen", "metrics_port"): port})
     app = create_app(settings, transport=httpx.MockTransport(lambda r: httpx.Response(200)))
     async with (
         running_server(app) as url,
@@ -156,9 +140,8 @@ async def test_metrics_on_their_own_port() -> None:
 @pytest.mark.anyio
 async def test_metrics_port_needs_no_key(monkeypatch: pytest.MonkeyPatch) -> None:
     port = free_port()
-    settings = load_settings(
-        None,
-        overrides={("policy",): POLICY, ("listen", "metrics_port"): port},
+    settings = gateway_settings(
+        overrides={("listen", "metrics_port"): port},
         environ={"FT_GATEWAY_AUTH__KEYS_ENV": "GW_TEST_KEYS"},
     )
     monkeypatch.setenv("GW_TEST_KEYS", "a:" + "0" * 64)

@@ -8,25 +8,18 @@ import pytest
 
 from gateway.policy.engine import Policy, apply_policy
 from gateway.policy.loading import load_policy_file, parse_policy_text
-from tests.support.paths import ROOT
-
-CHAT = "/v1/chat/completions"
-COMP = "/v1/completions"
-MSG = [{"role": "user", "content": "Invent a name for a cat."}]
+from tests.support.bodies import CHAT, COMPLETIONS, MESSAGES, MODEL, chat
+from tests.support.paths import POLICY
 
 
 @pytest.fixture(scope="module")
 def policy() -> Policy:
-    source, digest = load_policy_file(ROOT / "policies" / "ft-serve.yaml")
+    source, digest = load_policy_file(POLICY)
     return Policy(source, digest=digest)
 
 
-def chat(**fields: Any) -> dict[str, Any]:
-    return {"model": "Qwen3.8-Flash-Next", "messages": MSG, **fields}
-
-
 def comp(**fields: Any) -> dict[str, Any]:
-    return {"model": "Qwen3.8-Flash-Next", "prompt": "Once upon a time", **fields}
+    return {"model": MODEL, "prompt": "Once upon a time", **fields}
 
 
 # (request fields, param the 400 names, its code)
@@ -176,7 +169,7 @@ def test_langchain_completions_defaults_pass(policy: Policy) -> None:
         seed=None,
         logprobs=None,
     )
-    decision = apply_policy(policy, COMP, body)
+    decision = apply_policy(policy, COMPLETIONS, body)
     assert decision.error is None
     assert decision.body is body
 
@@ -191,11 +184,11 @@ def test_langchain_completions_defaults_pass(policy: Policy) -> None:
         ({"echo": True}, "echo"),
         ({"suffix": "end"}, "suffix"),
         ({"prompt": None}, "prompt"),
-        ({"messages": MSG}, "messages"),  # a chat field on the completions route is unknown
+        ({"messages": MESSAGES}, "messages"),  # a chat field on the completions route is unknown
     ],
 )
 def test_completions_rejections(policy: Policy, fields: dict[str, Any], param: str) -> None:
-    decision = apply_policy(policy, COMP, comp(**fields))
+    decision = apply_policy(policy, COMPLETIONS, comp(**fields))
     assert decision.error is not None and decision.error.param == param
 
 

@@ -24,12 +24,12 @@ from gateway.probe.route import CHAT, COMPLETIONS
 from gateway.probe.runner import ProbeResult, probe_engine
 from gateway.probe.verdict import HONOURED, IGNORED, REJECTED
 from gateway.probe.writer import render_policy
-from gateway.settings import load_settings
 from refengine import create_app as create_engine
-from tests.support.paths import ROOT
+from tests.support.bodies import MODEL
+from tests.support.gateways import gateway_settings, sync_sdk
+from tests.support.paths import POLICY, ROOT
 from tests.support.servers import ServerThread, free_port
 
-MODEL = "Qwen3.8-Flash-Next"
 NO_THINKING = {"chat_template_kwargs": {"enable_thinking": False}}
 
 # What ft serve (and so the reference engine) does with each field; seed per mode.
@@ -122,7 +122,7 @@ def _rules(policy: PolicyFile, route: str) -> dict[str, dict[str, Any]]:
 
 def test_the_written_policy_is_the_hand_written_one(probed: Probed) -> None:
     written, _ = load_policy_file(probed.policy_path)
-    hand, _ = load_policy_file(ROOT / "policies" / "ft-serve.yaml")
+    hand, _ = load_policy_file(POLICY)
     for route in (CHAT, COMPLETIONS):
         ours, theirs = _rules(written, route), _rules(hand, route)
         if route == COMPLETIONS and probed.result.extra:
@@ -173,15 +173,9 @@ NEUTRAL: dict[str, list[dict[str, Any]]] = {
 
 @pytest.fixture(scope="module")
 def gateway(probed: Probed) -> Iterator[openai.OpenAI]:
-    settings = load_settings(
-        None,
-        overrides={("upstream", "url"): probed.engine_url, ("policy",): str(probed.policy_path)},
-        environ={},
-    )
-    with ServerThread(create_app(settings)) as server:
-        client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused", max_retries=0)
+    settings = gateway_settings(probed.engine_url, policy=probed.policy_path)
+    with ServerThread(create_app(settings)) as server, sync_sdk(server.url) as client:
         yield client
-        client.close()
 
 
 def _send(client: openai.OpenAI, route: str, fields: dict[str, Any]) -> Any:

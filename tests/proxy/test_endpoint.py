@@ -3,70 +3,32 @@
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
 
 from gateway.app.factory import create_app
-from gateway.settings import Settings, load_settings
-from tests.support.paths import ROOT
-
-CHAT = "/v1/chat/completions"
-MSG = [{"role": "user", "content": "hi"}]
-ANSWER = {"id": "c1", "object": "chat.completion", "choices": [], "usage": {}}
-
-Handler = Callable[[httpx.Request], httpx.Response]
-
-
-class Engine:
-    """Records what reaches the engine; answers with ``handler``."""
-
-    def __init__(self) -> None:
-        self.requests: list[httpx.Request] = []
-        self.handler: Handler = lambda request: httpx.Response(200, json=ANSWER)
-
-    def __call__(self, request: httpx.Request) -> httpx.Response:
-        self.requests.append(request)
-        return self.handler(request)
+from gateway.settings import Settings
+from tests.support.bodies import ANSWER, CHAT, MESSAGES, MODEL, chat, openai_error
+from tests.support.gateways import MockEngine, asgi_client, gateway_settings
 
 
 @pytest.fixture
 def settings() -> Settings:
-    return load_settings(
-        None,
-        overrides={("policy",): str(ROOT / "policies" / "ft-serve.yaml")},
-        environ={"FT_GATEWAY_LIMITS__MAX_BODY_BYTES": "4096"},
-    )
+    return gateway_settings(environ={"FT_GATEWAY_LIMITS__MAX_BODY_BYTES": "4096"})
 
 
 @pytest.fixture
-def engine() -> Engine:
-    return Engine()
+def engine() -> MockEngine:
+    return MockEngine()
 
 
 @pytest.fixture
-async def client(settings: Settings, engine: Engine) -> AsyncIterator[httpx.AsyncClient]:
-    app = create_app(settings, transport=httpx.MockTransport(engine))
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as c:
-            yield c
-
-
-def chat(**fields: Any) -> dict[str, Any]:
-    return {"model": "Qwen3.8-Flash-Next", "messages": MSG, **fields}
-
-
-def assert_openai_error(response: httpx.Response, status: int, **expected: Any) -> None:
-    assert response.status_code == status
-    assert response.headers["content-type"] == "application/json"
-    error = response.json()["error"]
-    assert set(error) == {"message", "type", "param", "code"}
-    assert isinstance(error["message"], str) and error["message"]
-    for key, value in expected.items():
-        assert error[key] == value, (key, error)
+async def client(settings: Settings, engine: MockEngine) -> AsyncIterator[httpx.AsyncClient]:
+    async with asgi_client(create_app(settings, transport=engine.transport)) as c:
+        yield c
 
 
 @pytest.mark.anyio
@@ -82,16 +44,16 @@ def assert_openai_error(response: httpx.Response, status: int, **expected: Any) 
     ],
 )
 async def test_rejected_request_never_reaches_the_engine(
-    client: httpx.AsyncClient, engine: Engine, fields: dict[str, Any], param: str
+    client: httpx.AsyncClient, engine: MockEngine, fields: dict[str, Any], param: str
 ) -> None:
     response = await client.post(CHAT, json=chat(**fields))
-    assert_openai_error(response, 400, param=param, type="invalid_request_error")
+    openai_error(response, 400, param=param, type="invalid_request_error")
     assert engine.requests == []
 
 
 @pytest.mark.anyio
 async def test_unchanged_body_is_forwarded_byte_for_byte(
-    client: httpx.AsyncClient, engine: Engine
+    client: httpx.AsyncClient, engine: MockEngine
 ) -> None:
     raw = b'{"model": "m",   "messages": [{"role":"user","content":"hi"}], "n": 1, "seed": 1234}'
     response = await client.post(CHAT, content=raw, headers={"content-type": "application/json"})
@@ -101,7 +63,9 @@ async def test_unchanged_body_is_forwarded_byte_for_byte(
 
 
 @pytest.mark.anyio
-async def test_seed_reaches_the_engine_unchanged(client: httpx.AsyncClient, engine: Engine) -> None:
+async def test_seed_reaches_the_engine_unchanged(
+    client: httpx.AsyncClient, engine: MockEngine
+) -> None:
     for seed in (1234, -1, 2**63 - 1, -(2**63)):
         await client.post(CHAT, json=chat(seed=seed, temperature=1.0))
     assert [json.loads(r.content)["seed"] for r in engine.requests] == [
@@ -113,11 +77,11 @@ async def test_seed_reaches_the_engine_unchanged(client: httpx.AsyncClient, engi
 
 
 @pytest.mark.anyio
-async def test_changed_body_is_reserialised(client: httpx.AsyncClient, engine: Engine) -> None:
+async def test_changed_body_is_reserialised(client: httpx.AsyncClient, engine: MockEngine) -> None:
     response = await client.post(CHAT, json=chat(max_completion_tokens=9, user="u"))
     assert response.status_code == 200
     forwarded = json.loads(engine.requests[0].content)
-    assert forwarded == {"model": "Qwen3.8-Flash-Next", "messages": MSG, "max_tokens": 9}
+    assert forwarded == {"model": MODEL, "messages": MESSAGES, "max_tokens": 9}
     assert engine.requests[0].headers["content-length"] == str(len(engine.requests[0].content))
 
 
@@ -137,14 +101,14 @@ async def test_changed_body_is_reserialised(client: httpx.AsyncClient, engine: E
 )
 async def test_bad_bodies_get_clear_errors(
     client: httpx.AsyncClient,
-    engine: Engine,
+    engine: MockEngine,
     content: bytes,
     headers: dict[str, str],
     status: int,
     code: str | None,
 ) -> None:
     response = await client.post(CHAT, content=content, headers=headers)
-    assert_openai_error(response, status)
+    openai_error(response, status)
     if code is not None:
         assert response.json()["error"]["code"] == code
     assert engine.requests == []
@@ -152,7 +116,7 @@ async def test_bad_bodies_get_clear_errors(
 
 @pytest.mark.anyio
 async def test_body_over_limit_without_content_length(
-    client: httpx.AsyncClient, engine: Engine
+    client: httpx.AsyncClient, engine: MockEngine
 ) -> None:
     async def chunks() -> AsyncIterator[bytes]:
         for _ in range(10):
@@ -161,7 +125,7 @@ async def test_body_over_limit_without_content_length(
     response = await client.post(
         CHAT, content=chunks(), headers={"content-type": "application/json"}
     )
-    assert_openai_error(response, 413)
+    openai_error(response, 413)
     assert engine.requests == []
 
 
@@ -176,14 +140,14 @@ async def test_body_over_limit_without_content_length(
     ],
 )
 async def test_engine_failures_map_to_gateway_errors(
-    client: httpx.AsyncClient, engine: Engine, exc: Exception, status: int, code: str
+    client: httpx.AsyncClient, engine: MockEngine, exc: Exception, status: int, code: str
 ) -> None:
     def fail(request: httpx.Request) -> httpx.Response:
         raise exc
 
     engine.handler = fail
     response = await client.post(CHAT, json=chat())
-    assert_openai_error(response, status, code=code)
+    openai_error(response, status, code=code)
     assert "refused" not in response.text and "127.0.0.1" not in response.text
 
 
@@ -225,7 +189,7 @@ async def test_engine_failures_map_to_gateway_errors(
 )
 async def test_engine_error_bodies_are_normalised(
     client: httpx.AsyncClient,
-    engine: Engine,
+    engine: MockEngine,
     status: int,
     body: dict[str, Any],
     expected: dict[str, Any],
@@ -237,46 +201,40 @@ async def test_engine_error_bodies_are_normalised(
 
 
 @pytest.mark.anyio
-async def test_engine_html_500_hides_internals(client: httpx.AsyncClient, engine: Engine) -> None:
+async def test_engine_html_500_hides_internals(
+    client: httpx.AsyncClient, engine: MockEngine
+) -> None:
     engine.handler = lambda request: httpx.Response(
         500,
         text="<html>Traceback /srv/engine/app.py line 3</html>",
         headers={"content-type": "text/html"},
     )
     response = await client.post(CHAT, json=chat())
-    assert_openai_error(response, 500, code="upstream_error")
+    openai_error(response, 500, code="upstream_error")
     assert "Traceback" not in response.text and "/srv" not in response.text
 
 
 @pytest.mark.anyio
 async def test_headers_request_id_and_engine_key(
-    engine: Engine, monkeypatch: pytest.MonkeyPatch
+    engine: MockEngine, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("TEST_ENGINE_KEY", "sk-engine")
-    settings = load_settings(
-        None,
-        overrides={("policy",): str(ROOT / "policies" / "ft-serve.yaml")},
-        environ={"FT_GATEWAY_UPSTREAM__API_KEY_ENV": "TEST_ENGINE_KEY"},
-    )
-    app = create_app(settings, transport=httpx.MockTransport(engine))
-    async with app.router.lifespan_context(app):
-        async with httpx.AsyncClient(
-            transport=httpx.ASGITransport(app=app), base_url="http://gw"
-        ) as client:
-            response = await client.post(
-                CHAT,
-                json=chat(),
-                headers={
-                    "authorization": "Bearer sk-client",
-                    "x-request-id": "req-42",
-                    "connection": "keep-alive, x-private",
-                    "x-private": "hop",
-                    "keep-alive": "timeout=5",
-                    "te": "trailers",
-                    "x-custom": "kept",
-                },
-            )
-            generated = await client.post(CHAT, json=chat())
+    settings = gateway_settings(environ={"FT_GATEWAY_UPSTREAM__API_KEY_ENV": "TEST_ENGINE_KEY"})
+    async with asgi_client(create_app(settings, transport=engine.transport)) as client:
+        response = await client.post(
+            CHAT,
+            json=chat(),
+            headers={
+                "authorization": "Bearer sk-client",
+                "x-request-id": "req-42",
+                "connection": "keep-alive, x-private",
+                "x-private": "hop",
+                "keep-alive": "timeout=5",
+                "te": "trailers",
+                "x-custom": "kept",
+            },
+        )
+        generated = await client.post(CHAT, json=chat())
     assert response.headers["x-request-id"] == "req-42"
     sent = engine.requests[0].headers
     assert sent["authorization"] == "Bearer sk-engine"
@@ -291,14 +249,14 @@ async def test_headers_request_id_and_engine_key(
 
 @pytest.mark.anyio
 async def test_models_pass_through_and_unknown_paths_404(
-    client: httpx.AsyncClient, engine: Engine
+    client: httpx.AsyncClient, engine: MockEngine
 ) -> None:
     engine.handler = lambda request: httpx.Response(200, json={"object": "list", "data": []})
     models = await client.get("/v1/models")
     assert models.json() == {"object": "list", "data": []}
     assert engine.requests[0].url.path == "/v1/models"
-    assert_openai_error(await client.get("/v1/embeddings"), 404, code="unknown_url")
-    assert_openai_error(await client.get(CHAT), 405)
+    openai_error(await client.get("/v1/embeddings"), 404, code="unknown_url")
+    openai_error(await client.get(CHAT), 405)
     assert len(engine.requests) == 1
 
 
@@ -311,7 +269,7 @@ SSE = [
 
 @pytest.mark.anyio
 async def test_stream_is_relayed_with_no_buffering_headers(
-    client: httpx.AsyncClient, engine: Engine
+    client: httpx.AsyncClient, engine: MockEngine
 ) -> None:
     engine.handler = lambda request: httpx.Response(
         200, content=b"".join(SSE), headers={"content-type": "text/event-stream"}
@@ -325,7 +283,7 @@ async def test_stream_is_relayed_with_no_buffering_headers(
 
 @pytest.mark.anyio
 async def test_stream_cut_short_ends_with_an_error_event(
-    client: httpx.AsyncClient, engine: Engine
+    client: httpx.AsyncClient, engine: MockEngine
 ) -> None:
     engine.handler = lambda request: httpx.Response(
         200, content=SSE[0] + b'data: {"choi', headers={"content-type": "text/event-stream"}
@@ -340,10 +298,10 @@ async def test_stream_cut_short_ends_with_an_error_event(
 
 @pytest.mark.anyio
 async def test_stream_request_answered_with_an_error_gets_a_status(
-    client: httpx.AsyncClient, engine: Engine
+    client: httpx.AsyncClient, engine: MockEngine
 ) -> None:
     engine.handler = lambda request: httpx.Response(
         400, json={"object": "error", "message": "context too long", "code": 400}
     )
     response = await client.post(CHAT, json=chat(stream=True))
-    assert_openai_error(response, 400, message="context too long")
+    openai_error(response, 400, message="context too long")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -12,16 +11,11 @@ import anyio
 import httpx
 import pytest
 
-from gateway.app.factory import create_app
-from gateway.settings import load_settings
-from tests.support.paths import ROOT
+from tests.support.bodies import CHAT, chat, sse
+from tests.support.gateways import gateway_in_front_of
 from tests.support.servers import running_server
 
 pytestmark = pytest.mark.anyio
-
-
-def sse(payload: dict[str, Any]) -> bytes:
-    return b"data: " + json.dumps(payload).encode() + b"\n\n"
 
 
 @dataclass
@@ -80,20 +74,11 @@ class SteppedEngine:
 @pytest.fixture
 async def stepped() -> AsyncIterator[tuple[SteppedEngine, str]]:
     engine = SteppedEngine()
-    async with running_server(engine) as engine_url:
-        settings = load_settings(
-            None,
-            overrides={
-                ("upstream", "url"): engine_url,
-                ("policy",): str(ROOT / "policies" / "ft-serve.yaml"),
-            },
-            environ={},
-        )
-        async with running_server(create_app(settings)) as gateway_url:
-            yield engine, gateway_url
+    async with running_server(engine) as engine_url, gateway_in_front_of(engine_url) as url:
+        yield engine, url
 
 
-BODY = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
+BODY = chat(stream=True)
 
 
 async def test_each_chunk_reaches_the_client_before_the_engine_sends_the_next(
@@ -103,7 +88,7 @@ async def test_each_chunk_reaches_the_client_before_the_engine_sends_the_next(
     received: list[bytes] = []
     with anyio.fail_after(10):
         async with httpx.AsyncClient(base_url=url) as client:
-            async with client.stream("POST", "/v1/chat/completions", json=BODY) as response:
+            async with client.stream("POST", CHAT, json=BODY) as response:
                 assert response.headers["x-accel-buffering"] == "no"
                 engine.steps[0].set()
                 async for chunk in response.aiter_raw():
@@ -123,7 +108,7 @@ async def test_client_hang_up_closes_the_engine_request(
     engine, url = stepped
     with anyio.fail_after(10):
         async with httpx.AsyncClient(base_url=url) as client:
-            async with client.stream("POST", "/v1/chat/completions", json=BODY) as response:
+            async with client.stream("POST", CHAT, json=BODY) as response:
                 engine.steps[0].set()
                 async for _chunk in response.aiter_raw():
                     break  # read one chunk, then hang up
@@ -149,22 +134,14 @@ async def test_client_hang_up_while_waiting_for_headers() -> None:
             closed.set()
 
     async with running_server(silent_engine) as engine_url:
-        settings = load_settings(
-            None,
-            overrides={
-                ("upstream", "url"): engine_url,
-                ("policy",): str(ROOT / "policies" / "ft-serve.yaml"),
-            },
-            environ={},
-        )
-        async with running_server(create_app(settings)) as url:
+        async with gateway_in_front_of(engine_url) as url:
             with anyio.fail_after(10):
                 async with httpx.AsyncClient(base_url=url) as client:
                     async with anyio.create_task_group() as tg:
                         body = {**BODY, "stream": False}
 
                         async def call() -> None:
-                            await client.post("/v1/chat/completions", json=body)
+                            await client.post(CHAT, json=body)
 
                         tg.start_soon(call)
                         await arrived.wait()

@@ -13,11 +13,11 @@ import pytest
 
 from refengine import create_app
 from refengine.batcher import Engine
+from tests.support.bodies import CHAT, COMPLETIONS, MODEL
 from tests.support.servers import ServerThread, running_server
 
 pytestmark = pytest.mark.anyio
 
-MODEL = "Qwen3.8-Flash-Next"
 NO_THINKING: dict[str, Any] = {"chat_template_kwargs": {"enable_thinking": False}}
 
 
@@ -67,7 +67,7 @@ def _check_usage(usage: dict[str, int]) -> None:
 
 
 async def test_chat_completion_shape(client: httpx.AsyncClient) -> None:
-    response = await client.post("/v1/chat/completions", json=_chat(seed=7, **NO_THINKING))
+    response = await client.post(CHAT, json=_chat(seed=7, **NO_THINKING))
     assert response.status_code == 200
     body = response.json()
     assert set(body) == {"id", "object", "created", "model", "choices", "usage"}
@@ -86,7 +86,7 @@ async def test_chat_completion_shape(client: httpx.AsyncClient) -> None:
 
 
 async def test_completion_shape_and_default_max_tokens(client: httpx.AsyncClient) -> None:
-    response = await client.post("/v1/completions", json=_completion(seed=7, temperature=0.0))
+    response = await client.post(COMPLETIONS, json=_completion(seed=7, temperature=0.0))
     assert response.status_code == 200
     body = response.json()
     assert body["id"].startswith("cmpl-")
@@ -101,8 +101,8 @@ async def test_completion_shape_and_default_max_tokens(client: httpx.AsyncClient
 
 async def test_chat_stream_matches_the_non_streaming_reply(client: httpx.AsyncClient) -> None:
     request = _chat(seed=11, max_tokens=30)
-    whole = (await client.post("/v1/chat/completions", json=request)).json()
-    events = await _stream(client, "/v1/chat/completions", request | {"stream": True})
+    whole = (await client.post(CHAT, json=request)).json()
+    events = await _stream(client, CHAT, request | {"stream": True})
     assert events[-1] == "[DONE]"
     chunks = events[:-1]
     assert all(c["object"] == "chat.completion.chunk" for c in chunks)
@@ -123,9 +123,9 @@ async def test_chat_stream_matches_the_non_streaming_reply(client: httpx.AsyncCl
 
 async def test_completion_stream_with_usage(client: httpx.AsyncClient) -> None:
     request = _completion(seed=5, max_tokens=12)
-    whole = (await client.post("/v1/completions", json=request)).json()
+    whole = (await client.post(COMPLETIONS, json=request)).json()
     streamed = request | {"stream": True, "stream_options": {"include_usage": True}}
-    events = await _stream(client, "/v1/completions", streamed)
+    events = await _stream(client, COMPLETIONS, streamed)
     assert events[-1] == "[DONE]"
     *chunks, usage_chunk = events[:-1]
     assert all(c["object"] == "text_completion" and c["usage"] is None for c in chunks)
@@ -136,7 +136,7 @@ async def test_completion_stream_with_usage(client: httpx.AsyncClient) -> None:
 
 async def test_chat_stream_include_usage(client: httpx.AsyncClient) -> None:
     request = _chat(seed=5, max_tokens=12, stream=True, stream_options={"include_usage": True})
-    events = await _stream(client, "/v1/chat/completions", request)
+    events = await _stream(client, CHAT, request)
     usage_chunk = events[-2]
     assert usage_chunk["choices"] == []
     assert usage_chunk["usage"]["completion_tokens"] == 12  # thinking: no early end
@@ -144,7 +144,7 @@ async def test_chat_stream_include_usage(client: httpx.AsyncClient) -> None:
 
 
 async def test_max_tokens_ends_with_length(client: httpx.AsyncClient) -> None:
-    body = (await client.post("/v1/chat/completions", json=_chat(max_tokens=4))).json()
+    body = (await client.post(CHAT, json=_chat(max_tokens=4))).json()
     assert body["choices"][0]["finish_reason"] == "length"
     assert body["usage"]["completion_tokens"] == 4
 
@@ -154,7 +154,7 @@ async def test_stop_strings_end_the_text_before_them(
     client: httpx.AsyncClient, stream: bool
 ) -> None:
     request = _chat(seed=21, max_tokens=40, **NO_THINKING)
-    full = (await client.post("/v1/chat/completions", json=request)).json()
+    full = (await client.post(CHAT, json=request)).json()
     text = full["choices"][0]["message"]["content"]
     words = text.split()
     assert len(words) > 4, text
@@ -162,11 +162,11 @@ async def test_stop_strings_end_the_text_before_them(
     cut = text[: text.index(stop)]
     stopped = request | {"stop": ["never-in-the-output", stop]}
     if stream:
-        events = await _stream(client, "/v1/chat/completions", stopped | {"stream": True})
+        events = await _stream(client, CHAT, stopped | {"stream": True})
         got = "".join(e["choices"][0]["delta"].get("content", "") for e in events[:-1])
         reason = events[-2]["choices"][0]["finish_reason"]
     else:
-        body = (await client.post("/v1/chat/completions", json=stopped)).json()
+        body = (await client.post(CHAT, json=stopped)).json()
         got, reason = body["choices"][0]["message"]["content"], body["choices"][0]["finish_reason"]
     assert (got, reason) == (cut, "stop")
 
@@ -180,16 +180,16 @@ async def test_models_lists_the_served_model(client: httpx.AsyncClient) -> None:
 @pytest.mark.parametrize(
     ("path", "body", "status", "param"),
     [
-        ("/v1/chat/completions", _chat() | {"model": "gpt-4o"}, 404, "model"),
-        ("/v1/completions", _completion() | {"model": "gpt-4o"}, 404, "model"),
-        ("/v1/chat/completions", {"model": MODEL}, 400, "messages"),
-        ("/v1/chat/completions", _chat(temperature=-1), 400, "temperature"),
-        ("/v1/chat/completions", _chat(top_p=0), 400, "top_p"),
-        ("/v1/chat/completions", _chat(max_tokens=0), 400, "max_tokens"),
-        ("/v1/chat/completions", _chat(seed=2**63), 400, "seed"),
-        ("/v1/completions", _completion(logprobs=1), 400, "logprobs"),  # as ft serve does
-        ("/v1/completions", _completion(prompt=["a", "b"]), 400, "prompt"),
-        ("/v1/chat/completions", [1, 2], 400, None),
+        (CHAT, _chat() | {"model": "gpt-4o"}, 404, "model"),
+        (COMPLETIONS, _completion() | {"model": "gpt-4o"}, 404, "model"),
+        (CHAT, {"model": MODEL}, 400, "messages"),
+        (CHAT, _chat(temperature=-1), 400, "temperature"),
+        (CHAT, _chat(top_p=0), 400, "top_p"),
+        (CHAT, _chat(max_tokens=0), 400, "max_tokens"),
+        (CHAT, _chat(seed=2**63), 400, "seed"),
+        (COMPLETIONS, _completion(logprobs=1), 400, "logprobs"),  # as ft serve does
+        (COMPLETIONS, _completion(prompt=["a", "b"]), 400, "prompt"),
+        (CHAT, [1, 2], 400, None),
     ],
 )
 async def test_bad_requests_get_openai_errors(
@@ -204,7 +204,7 @@ async def test_bad_requests_get_openai_errors(
 
 
 async def test_malformed_json_and_unknown_routes(client: httpx.AsyncClient) -> None:
-    response = await client.post("/v1/chat/completions", content=b"{not json")
+    response = await client.post(CHAT, content=b"{not json")
     assert response.status_code == 400
     assert response.json()["error"]["type"] == "invalid_request_error"
     response = await client.get("/v1/engines")
@@ -226,8 +226,8 @@ IGNORED = {
 async def test_unimplemented_fields_are_silently_ignored(client: httpx.AsyncClient) -> None:
     """The gap the gateway closes: 200, one choice, logprobs null, and no effect at all."""
     request = _chat(seed=99, max_tokens=24, **NO_THINKING)
-    plain = (await client.post("/v1/chat/completions", json=request)).json()
-    response = await client.post("/v1/chat/completions", json=request | IGNORED)
+    plain = (await client.post(CHAT, json=request)).json()
+    response = await client.post(CHAT, json=request | IGNORED)
     assert response.status_code == 200
     body = response.json()
     assert len(body["choices"]) == 1
@@ -242,7 +242,7 @@ async def test_a_client_that_disconnects_is_dropped_from_the_batch(
     _, engine = engine_url
     engine.pause()  # line the request up so it is surely still running when we leave
     request = _chat(max_tokens=10**6, stream=True)
-    async with client.stream("POST", "/v1/chat/completions", json=request) as response:
+    async with client.stream("POST", CHAT, json=request) as response:
         lines = response.aiter_lines()
         first = await anext(lines)
         assert json.loads(first.removeprefix("data: "))["choices"][0]["delta"]["role"]
@@ -256,7 +256,7 @@ async def test_a_client_that_disconnects_is_dropped_from_the_batch(
     assert engine.stats.finished == 0
     steps = engine.stats.steps
     engine.resume()
-    reply = await client.post("/v1/completions", json=_completion(max_tokens=1))
+    reply = await client.post(COMPLETIONS, json=_completion(max_tokens=1))
     assert reply.status_code == 200
     assert engine.stats.steps == steps + 1  # the dropped row was never stepped again
 
@@ -268,7 +268,7 @@ async def test_a_non_streaming_client_that_hangs_up_is_dropped_too(
     engine.pause()
 
     async def post() -> None:
-        await client.post("/v1/completions", json=_completion(max_tokens=10**6))
+        await client.post(COMPLETIONS, json=_completion(max_tokens=10**6))
 
     async with anyio.create_task_group() as group:
         group.start_soon(post)

@@ -82,7 +82,7 @@ async def test_client_leaving_while_sending_its_body_reaches_no_engine(
             head = request_bytes(body, headers={"x-request-id": request_id})
             writer.write(head[: len(head) - len(body) // 2])  # half the body, then leave
             await writer.drain()
-        exchange = await gateway.recorder.wait_for(lambda e: e.request_id == request_id)
+        exchange = await gateway.recorder.wait_for_request(request_id)
     assert exchange.client_disconnected
     assert fake_engine.requests == []
 

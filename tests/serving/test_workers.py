@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import os
 import re
 import signal
@@ -21,32 +20,16 @@ from pathlib import Path
 
 import httpx
 import pytest
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
 from gateway.serving.workers import _cgroup_cpu_quota, available_cpus
-from tests.support.paths import ROOT
-from tests.support.servers import free_port, running_server
+from tests.support.bodies import CHAT, chat
+from tests.support.engine import FakeEngine
+from tests.support.metrics import Scrape
+from tests.support.paths import POLICY
+from tests.support.servers import free_port
 
-CHAT = "/v1/chat/completions"
-MODEL = "Qwen3.8-Flash-Next"
 SERVING = re.compile(r"serving on http://127\.0\.0\.1:(\d+) with (\d+) workers \(pids ([\d, ]+)\)")
 START_TIMEOUT = 20
-
-
-def engine_app() -> Starlette:
-    async def chat(request: Request) -> Response:
-        body = json.loads(await request.body())
-        return JSONResponse({"object": "chat.completion", "model": body["model"], "choices": []})
-
-    async def models(request: Request) -> Response:
-        return JSONResponse({"object": "list", "data": [{"id": MODEL}]})
-
-    return Starlette(
-        routes=[Route(CHAT, chat, methods=["POST"]), Route("/v1/models", models, methods=["GET"])]
-    )
 
 
 @dataclass
@@ -132,24 +115,14 @@ async def pin(url: str, pids: list[int]) -> dict[int, httpx.AsyncClient]:
     return pinned
 
 
-def counter(metrics: str, name: str, **labels: str) -> float:
-    """The sum of the samples of ``name`` whose labels include ``labels``."""
-    total = 0.0
-    for line in metrics.splitlines():
-        if not line.startswith(name + "{") and not line.startswith(name + " "):
-            continue
-        if all(f'{k}="{v}"' in line for k, v in labels.items()):
-            total += float(line.rsplit(" ", 1)[1])
-    return total
-
-
 @pytest.mark.anyio
 async def test_two_workers_serve_reload_on_sighup_and_restart(tmp_path: Path) -> None:
     policy = tmp_path / "policy.yaml"
-    original = (ROOT / "policies" / "ft-serve.yaml").read_text()
+    original = POLICY.read_text()
     policy.write_text(original)
     metrics_port = free_port()
-    async with running_server(engine_app()) as engine_url:
+    async with FakeEngine() as engine:
+        engine_url = engine.url
         async with gateway_process(
             "--workers",
             "2",
@@ -174,7 +147,7 @@ async def test_two_workers_serve_reload_on_sighup_and_restart(tmp_path: Path) ->
 
             pinned = await pin(url, pids)
             try:
-                body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}], "n": 2}
+                body = chat(n=2)
                 for client in pinned.values():
                     refused = await client.post(CHAT, json=body)
                     assert refused.status_code == 400
@@ -186,9 +159,10 @@ async def test_two_workers_serve_reload_on_sighup_and_restart(tmp_path: Path) ->
                 for _ in range(20):
                     async with httpx.AsyncClient(timeout=30) as scraper:
                         text = (await scraper.get(f"http://127.0.0.1:{metrics_port}/metrics")).text
-                    assert counter(text, "ft_gateway_requests_total", route=CHAT, status="400") == 2
-                    assert counter(text, "ft_gateway_requests_total", route=CHAT, status="200") == 2
-                    assert counter(text, "ft_gateway_policy_reloads_total") == 0
+                    m = Scrape(text)
+                    assert m.total("ft_gateway_requests_total", route=CHAT, status="400") == 2
+                    assert m.total("ft_gateway_requests_total", route=CHAT, status="200") == 2
+                    assert m.total("ft_gateway_policy_reloads_total") == 0
 
                 # SIGHUP to the parent: every worker reloads the edited policy.
                 policy.write_text(original.replace("neutral: [1]", "neutral: [1, 2]"))
@@ -204,7 +178,7 @@ async def test_two_workers_serve_reload_on_sighup_and_restart(tmp_path: Path) ->
                     assert ready["policy"]["last_reload"]["result"] == "loaded"
                 async with httpx.AsyncClient(timeout=30) as scraper:
                     text = (await scraper.get(f"http://127.0.0.1:{metrics_port}/metrics")).text
-                assert counter(text, "ft_gateway_policy_reloads_total", result="loaded") == 2
+                assert Scrape(text).total("ft_gateway_policy_reloads_total", result="loaded") == 2
             finally:
                 for client in pinned.values():
                     await client.aclose()
@@ -242,8 +216,9 @@ async def test_workers_can_share_one_socket(tmp_path: Path) -> None:
         " ('policy',): sys.argv[2], ('listen', 'port'): 0})\n"
         "sys.exit(serve_workers(settings, workers=2, reuse_port=False))\n"
     )
-    policy = str(ROOT / "policies" / "ft-serve.yaml")
-    async with running_server(engine_app()) as engine_url:
+    policy = str(POLICY)
+    async with FakeEngine() as engine:
+        engine_url = engine.url
         process = await asyncio.create_subprocess_exec(
             sys.executable,
             "-c",
@@ -260,7 +235,7 @@ async def test_workers_can_share_one_socket(tmp_path: Path) -> None:
         try:
             match = await gateway.wait_for_line(SERVING.pattern)
             url = f"http://127.0.0.1:{match[1]}"
-            body = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
+            body = chat()
             async with httpx.AsyncClient(base_url=url, timeout=30) as client:
                 responses = await asyncio.gather(*(client.post(CHAT, json=body) for _ in range(10)))
             assert [r.status_code for r in responses] == [200] * 10
@@ -283,7 +258,7 @@ async def test_a_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
             "--workers",
             "2",
             "--policy",
-            str(ROOT / "policies" / "ft-serve.yaml"),
+            str(POLICY),
             env={"FT_GATEWAY_PORT": str(port)},  # over --port 0
             tmp=tmp_path,
         ) as gateway:

@@ -88,12 +88,14 @@ class Recorder:
         self.finished_exchanges.append(exchange)
         self._changed.set()
 
-    async def wait_for(self, predicate: Callable[[Exchange], bool]) -> Exchange:
-        """The first finished exchange for which ``predicate`` holds, once there is one."""
-        while (found := next(filter(predicate, self.finished_exchanges), None)) is None:
+    async def wait_for_request(self, request_id: str) -> Exchange:
+        """The exchange of the request whose X-Request-ID is ``request_id``, once finished."""
+        while True:
+            for exchange in self.finished_exchanges:
+                if exchange.request_id == request_id:
+                    return exchange
             self._changed.clear()
             await self._changed.wait()
-        return found
 
 
 @dataclass

@@ -33,13 +33,11 @@ from gateway.settings import Settings, load_settings
 from gateway.upstream.balancer import Balancer, Replica
 from gateway.upstream.base import UpstreamClient, UpstreamResponse
 from gateway.upstream.factory import make_upstream
-from tests.support.paths import ROOT
+from tests.support.bodies import CHAT, MODEL, chat
+from tests.support.gateways import asgi_client, gateway_settings
 from tests.support.servers import free_port, running_server
 
-POLICY = str(ROOT / "policies" / "ft-serve.yaml")
-CHAT = "/v1/chat/completions"
-MODEL = "Qwen3.8-Flash-Next"
-BODY = {"model": MODEL, "messages": [{"role": "user", "content": "hi"}]}
+BODY = chat()
 
 
 class FakeResponse:
@@ -302,16 +300,10 @@ async def test_only_connect_failures_move_to_another_replica(
             raise failure
         return httpx.Response(200, json={"ok": True})
 
-    settings = load_settings(
-        None,
-        overrides={("upstream", "url"): "http://a:8000,http://b:8000", ("policy",): POLICY},
-        environ={},
-    )
+    settings = gateway_settings("http://a:8000,http://b:8000")
     app = create_app(settings, transport=httpx.MockTransport(engine))
-    async with app.router.lifespan_context(app):
-        transport = httpx.ASGITransport(app=app)
-        async with httpx.AsyncClient(transport=transport, base_url="http://gw") as client:
-            response = await client.post(CHAT, json=BODY)
+    async with asgi_client(app) as client:
+        response = await client.post(CHAT, json=BODY)
         balancer = app.state.gateway.upstream
         assert isinstance(balancer, Balancer)
         assert response.status_code == status
@@ -371,9 +363,7 @@ async def arrivals(engines: list[HeldEngine], total: int) -> list[int]:
 
 @contextlib.asynccontextmanager
 async def gateway_over(urls: list[str], **env: str) -> AsyncIterator[tuple[str, Balancer]]:
-    settings = load_settings(
-        None, overrides={("upstream", "url"): ",".join(urls), ("policy",): POLICY}, environ=env
-    )
+    settings = gateway_settings(",".join(urls), environ=env)
     app = create_app(settings)
     async with running_server(app) as url:
         balancer = app.state.gateway.upstream
