@@ -13,6 +13,7 @@ import pytest
 
 from tests.support.bodies import ANSWER, DONE, MESSAGES, MODEL, chunk_event
 from tests.support.engine import (
+    JSON,
     LAST_CHUNK,
     STREAM_HEAD,
     FakeEngine,
@@ -20,6 +21,8 @@ from tests.support.engine import (
     Wire,
     chunk,
     http_response,
+    sends,
+    stalls_after,
 )
 from tests.support.faults import refused_url
 from tests.support.gateways import gateway_in_front_of, sdk
@@ -36,11 +39,10 @@ async def gateway(engine_url: str, upstream_client: str) -> AsyncIterator[openai
 
 
 async def test_chat_answer_through_the_sdk(upstream_client: str) -> None:
-    async def engine_answers(request: Seen, wire: Wire) -> None:
-        body = json.dumps(ANSWER).encode()
-        await wire.send(http_response(200, body, headers=[(b"Content-Type", b"application/json")]))
-
-    async with FakeEngine(engine_answers) as engine:
+    answer = http_response(
+        200, json.dumps(ANSWER).encode(), headers=[(b"Content-Type", b"application/json")]
+    )
+    async with FakeEngine(sends(answer)) as engine:
         async with gateway(engine.url, upstream_client) as client:
             completion = await client.chat.completions.create(
                 model=MODEL, messages=MESSAGES, seed=3
@@ -76,11 +78,7 @@ async def test_stream_is_relayed_chunk_by_chunk(upstream_client: str) -> None:
 async def test_client_leaving_a_stream_closes_the_engine_connection(
     upstream_client: str,
 ) -> None:
-    async def engine_streams(request: Seen, wire: Wire) -> None:
-        await wire.send(STREAM_HEAD + chunk(chunk_event("Hel")))
-        await wire.until_client_leaves()
-
-    async with FakeEngine(engine_streams) as engine:
+    async with FakeEngine(stalls_after(STREAM_HEAD + chunk(chunk_event("Hel")))) as engine:
         async with gateway(engine.url, upstream_client) as client:
             stream = await client.chat.completions.create(
                 model=MODEL, messages=MESSAGES, stream=True
@@ -104,11 +102,8 @@ async def test_engine_down_is_a_502_naming_it(upstream_client: str) -> None:
 async def test_models_pass_through(upstream_client: str) -> None:
     models = {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "x"}]}
 
-    async def engine_lists(request: Seen, wire: Wire) -> None:
-        body = json.dumps(models).encode()
-        await wire.send(http_response(200, body, headers=[(b"content-type", b"application/json")]))
-
-    async with FakeEngine(engine_lists) as engine:
+    answer = http_response(200, json.dumps(models).encode(), headers=JSON)
+    async with FakeEngine(sends(answer)) as engine:
         async with gateway(engine.url, upstream_client) as client:
             assert [m.id async for m in client.models.list()] == [MODEL]
     assert engine.requests[0].method == "GET"

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from gateway.policy.engine import Policy, apply_policy
+from gateway.policy.engine import Decision, Policy, apply_policy
 from gateway.policy.loading import load_policy_file, parse_policy_text
 from tests.support.bodies import CHAT, COMPLETIONS, MESSAGES, MODEL, chat
 from tests.support.paths import POLICY
@@ -106,13 +106,20 @@ NEUTRAL = [
 ]
 
 
-@pytest.mark.parametrize("fields", NEUTRAL)
-def test_chat_neutral_values_pass_unchanged(policy: Policy, fields: dict[str, Any]) -> None:
+def passes_unchanged(policy: Policy, fields: dict[str, Any]) -> Decision:
+    """The decision on a chat request with ``fields``, checked to forward it as it came:
+    the very same body."""
     body = chat(**fields)
     decision = apply_policy(policy, CHAT, body)
     assert decision.error is None
     assert decision.changed is False
     assert decision.body is body
+    return decision
+
+
+@pytest.mark.parametrize("fields", NEUTRAL)
+def test_chat_neutral_values_pass_unchanged(policy: Policy, fields: dict[str, Any]) -> None:
+    passes_unchanged(policy, fields)
 
 
 PASSED = [
@@ -133,10 +140,7 @@ PASSED = [
 
 @pytest.mark.parametrize("fields", PASSED)
 def test_chat_supported_fields_pass_unchanged(policy: Policy, fields: dict[str, Any]) -> None:
-    body = chat(**fields)
-    decision = apply_policy(policy, CHAT, body)
-    assert decision.error is None
-    assert decision.body is body
+    decision = passes_unchanged(policy, fields)
     assert decision.body.get("seed") == fields.get("seed")
 
 

@@ -64,6 +64,32 @@ async def read_response(reader: asyncio.StreamReader) -> tuple[int, bytes]:
     return int(head.split(b" ", 2)[1]), rest
 
 
+async def hang_up(
+    engine: FakeEngine,
+    url: str,
+    body: dict[str, Any],
+    headers: dict[str, str],
+    *,
+    first_event: bool = False,
+) -> float:
+    """Send a request on a connection of its own and hang up once the engine has it (with
+    ``first_event``, once the first event came back too); the seconds from the hang-up to
+    the engine's connection closing."""
+    request_id = uuid.uuid4().hex
+    async with connect(url) as (reader, writer):
+        head = {"x-request-id": request_id, **headers}
+        writer.write(request_bytes(orjson.dumps(body), headers=head))
+        await writer.drain()
+        received = b""
+        while first_event and b"data: " not in received.partition(b"\r\n\r\n")[2]:
+            received += await reader.read(65536)
+        seen = await engine.wait_for_request(request_id)
+        left = time.perf_counter()
+    await seen.connection.closed.wait()
+    assert seen.connection.closed_at is not None
+    return seen.connection.closed_at - left
+
+
 def summary(times: list[float]) -> str:
     ms = sorted(t * 1000 for t in times)
     return (
@@ -96,18 +122,7 @@ async def test_client_leaving_while_waiting_closes_the_engine_request(
     times = []
     with anyio.fail_after(DEADLINE * 2):
         for _ in range(ROUNDS):
-            request_id = uuid.uuid4().hex
-            body = orjson.dumps(chat())
-            async with connect(gateway.url) as (_, writer):
-                writer.write(
-                    request_bytes(body, headers={"x-request-id": request_id, "x-bad-mode": "hang"})
-                )
-                await writer.drain()
-                seen = await fake_engine.wait_for_request(request_id)
-                left = time.perf_counter()
-            await seen.connection.closed.wait()
-            assert seen.connection.closed_at is not None
-            times.append(seen.connection.closed_at - left)
+            times.append(await hang_up(fake_engine, gateway.url, chat(), {"x-bad-mode": "hang"}))
     figure(f"hang-up while waiting -> engine connection closed ({upstream_client})", summary(times))
 
 
@@ -120,27 +135,11 @@ async def test_client_leaving_mid_stream_closes_the_engine_request(
     times = []
     with anyio.fail_after(DEADLINE * 2):
         for index in range(ROUNDS):
-            request_id = uuid.uuid4().hex
-            body = orjson.dumps(chat(stream=True))
-            headers = {
-                "x-request-id": request_id,
-                "x-bad-gate": f"never-{index}",
-                "x-bad-chunks": "5",
-            }
-            async with connect(gateway.url) as (reader, writer):
-                writer.write(request_bytes(body, headers=headers))
-                await writer.drain()
-                received = b""
-                while b"data: " not in received.partition(b"\r\n\r\n")[2]:
-                    received += await reader.read(65536)
-                seen = await fake_engine.wait_for_request(request_id)
-                left = time.perf_counter()
-            await seen.connection.closed.wait()
-            assert seen.connection.closed_at is not None
-            times.append(seen.connection.closed_at - left)
-            assert not fake_engine.gate(
-                f"never-{index}"
-            ).is_set()  # the engine was still mid-stream
+            headers = {"x-bad-gate": f"never-{index}", "x-bad-chunks": "5"}
+            body = chat(stream=True)
+            times.append(await hang_up(fake_engine, gateway.url, body, headers, first_event=True))
+            # The engine was still mid-stream.
+            assert not fake_engine.gate(f"never-{index}").is_set()
     figure(f"hang-up mid-stream -> engine connection closed ({upstream_client})", summary(times))
 
 

@@ -204,6 +204,27 @@ class Wire:
 Handler = Callable[[Seen, Wire], Awaitable[None]]
 
 
+def sends(data: bytes, *, then_hang_up: bool = False) -> Handler:
+    """A handler that answers every request with ``data`` (raw bytes), then hangs up if told."""
+
+    async def handler(request: Seen, wire: Wire) -> None:
+        await wire.send(data)
+        if then_hang_up:
+            wire.hang_up()
+
+    return handler
+
+
+def stalls_after(data: bytes = b"") -> Handler:
+    """A handler that sends ``data`` (raw bytes), then nothing more until the client leaves."""
+
+    async def handler(request: Seen, wire: Wire) -> None:
+        await wire.send(data)
+        await wire.until_client_leaves()
+
+    return handler
+
+
 class FakeEngine:
     """The engine; ``url`` once started (``async with FakeEngine() as engine``)."""
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import gzip
 from collections.abc import AsyncIterator, Callable
-from typing import Any
 
 import httpx
 import pytest
@@ -22,10 +21,13 @@ from tests.support.engine import (
     LAST_CHUNK,
     STREAM_HEAD,
     FakeEngine,
+    Handler,
     Seen,
     Wire,
     chunk,
     http_response,
+    sends,
+    stalls_after,
 )
 from tests.support.faults import refused_url, unanswered_url
 
@@ -62,11 +64,13 @@ async def connect() -> AsyncIterator[Callable[..., UpstreamClient]]:
         await upstream.aclose()
 
 
-def answer(data: bytes, headers: list[tuple[bytes, bytes]] | None = None, status: int = 200) -> Any:
-    async def handler(request: Seen, wire: Wire) -> None:
-        await wire.send(http_response(status, data, headers=headers))
+def answer(
+    data: bytes, headers: list[tuple[bytes, bytes]] | None = None, status: int = 200
+) -> Handler:
+    return sends(http_response(status, data, headers=headers))
 
-    return handler
+
+FIRST_EVENT_THEN_SILENCE = stalls_after(STREAM_HEAD + chunk(b"data: 1\n\n"))
 
 
 async def test_settings_name_the_implementation(connect: Callable[..., UpstreamClient]) -> None:
@@ -188,11 +192,7 @@ async def test_stream_chunks_arrive_as_they_are_sent(
 async def test_abandoned_stream_closes_the_connection(
     upstream_client: str, connect: Callable[..., UpstreamClient]
 ) -> None:
-    async def endless(request: Seen, wire: Wire) -> None:
-        await wire.send(STREAM_HEAD + chunk(b"data: 1\n\n"))
-        await wire.until_client_leaves()
-
-    async with FakeEngine(endless) as engine:
+    async with FakeEngine(FIRST_EVENT_THEN_SILENCE) as engine:
         upstream = connect(upstream_client, engine.url)
         response = await upstream.request("POST", "/v1/x", headers=[], body=b"{}")
         assert await anext(response.chunks()) == b"data: 1\n\n"
@@ -221,10 +221,7 @@ async def test_connect_timeout_is_unreachable(
 async def test_no_answer_within_the_response_time_out(
     upstream_client: str, connect: Callable[..., UpstreamClient]
 ) -> None:
-    async def silent(request: Seen, wire: Wire) -> None:
-        await wire.until_client_leaves()
-
-    async with FakeEngine(silent) as engine:
+    async with FakeEngine(stalls_after()) as engine:
         upstream = connect(upstream_client, engine.url, response=0.2, stream_idle=30)
         with pytest.raises(UpstreamTimeout):
             await upstream.request("POST", "/v1/x", headers=[], body=b"{}")
@@ -233,10 +230,7 @@ async def test_no_answer_within_the_response_time_out(
 async def test_whole_answer_is_bounded_by_the_response_time_out(
     upstream_client: str, connect: Callable[..., UpstreamClient]
 ) -> None:
-    async def half(request: Seen, wire: Wire) -> None:
-        await wire.send(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n12345")
-        await wire.until_client_leaves()
-
+    half = stalls_after(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n12345")
     async with FakeEngine(half) as engine:
         upstream = connect(upstream_client, engine.url, response=0.3, stream_idle=30)
         response = await upstream.request("POST", "/v1/x", headers=[], body=b"{}")
@@ -248,11 +242,7 @@ async def test_whole_answer_is_bounded_by_the_response_time_out(
 async def test_silent_stream_times_out(
     upstream_client: str, connect: Callable[..., UpstreamClient]
 ) -> None:
-    async def stalls(request: Seen, wire: Wire) -> None:
-        await wire.send(STREAM_HEAD + chunk(b"data: 1\n\n"))
-        await wire.until_client_leaves()
-
-    async with FakeEngine(stalls) as engine:
+    async with FakeEngine(FIRST_EVENT_THEN_SILENCE) as engine:
         upstream = connect(upstream_client, engine.url, stream_idle=0.2)
         response = await upstream.request("POST", "/v1/x", headers=[], body=b"{}")
         chunks = response.chunks()
@@ -283,11 +273,7 @@ async def test_answer_over_the_limit_is_a_protocol_error(
 async def test_engine_hanging_up_mid_answer_is_a_protocol_error(
     upstream_client: str, connect: Callable[..., UpstreamClient], data: bytes
 ) -> None:
-    async def cut(request: Seen, wire: Wire) -> None:
-        await wire.send(data)
-        wire.hang_up()
-
-    async with FakeEngine(cut) as engine:
+    async with FakeEngine(sends(data, then_hang_up=True)) as engine:
         upstream = connect(upstream_client, engine.url)
         response = await upstream.request("POST", "/v1/x", headers=[], body=b"{}")
         with pytest.raises(UpstreamProtocolError, match="closed the connection"):
@@ -306,11 +292,7 @@ async def test_engine_hanging_up_mid_answer_is_a_protocol_error(
 async def test_engine_answering_no_http_is_a_protocol_error(
     upstream_client: str, connect: Callable[..., UpstreamClient], data: bytes
 ) -> None:
-    async def bad(request: Seen, wire: Wire) -> None:
-        await wire.send(data)
-        wire.hang_up()
-
-    async with FakeEngine(bad) as engine:
+    async with FakeEngine(sends(data, then_hang_up=True)) as engine:
         upstream = connect(upstream_client, engine.url)
         with pytest.raises(UpstreamProtocolError):
             await upstream.request("POST", "/v1/x", headers=[], body=b"{}")
