@@ -17,7 +17,7 @@ import openai
 import pytest
 
 from refengine.server import create_app as create_engine
-from tests.support.bodies import MODEL
+from tests.support.bodies import MODEL, NO_THINKING
 from tests.support.gateways import gateway_in_front_of, sdk
 from tests.support.servers import running_server
 
@@ -45,7 +45,7 @@ async def seeded(client: openai.AsyncOpenAI, seed: int) -> str:
         max_tokens=24,
         temperature=1.0,
         seed=seed,
-        extra_body={"chat_template_kwargs": {"enable_thinking": False}},
+        extra_body=NO_THINKING,
     )
     return answer.choices[0].message.content or ""
 

@@ -25,12 +25,11 @@ from gateway.probe.runner import ProbeResult, probe_engine
 from gateway.probe.verdict import HONOURED, IGNORED, REJECTED
 from gateway.probe.writer import render_policy
 from refengine import create_app as create_engine
-from tests.support.bodies import MODEL
+from tests.support.bodies import MODEL, NO_THINKING
 from tests.support.gateways import gateway_settings, sync_sdk
 from tests.support.paths import POLICY, ROOT
+from tests.support.probes import outcomes
 from tests.support.servers import ServerThread, free_port
-
-NO_THINKING = {"chat_template_kwargs": {"enable_thinking": False}}
 
 # What ft serve (and so the reference engine) does with each field; seed per mode.
 HONOURED_BY_BOTH = [
@@ -85,12 +84,6 @@ def probed(
         path = tmp_path_factory.mktemp(mode) / "probed.yaml"
         path.write_text(render_policy(result))
         yield Probed(mode, engine.url, result, path)
-
-
-def outcomes(result: ProbeResult, route: str) -> dict[str, str]:
-    found = result.route(route)
-    assert found is not None and found.error is None
-    return {v.field: v.outcome for v in found.verdicts}
 
 
 def test_seed_is_honoured_by_the_patched_sampler_and_ignored_by_the_unpatched(

@@ -36,6 +36,7 @@ from gateway.probe.verdict import (
     Verdict,
 )
 from gateway.probe.writer import flow, render_policy
+from tests.support.probes import outcomes
 from tests.support.toyengine import ToyEngine
 
 BOTH = [CHAT, COMPLETIONS]
@@ -55,12 +56,6 @@ def run_probe(
         return probe_engine(
             client, upstream="http://toy", model="toy", routes=routes, extra=extra, today=DAY
         )
-
-
-def outcomes(result: ProbeResult, route: str) -> dict[str, str]:
-    found = result.route(route)
-    assert found is not None
-    return {v.field: v.outcome for v in found.verdicts}
 
 
 def verdict(result: ProbeResult, route: str, field: str) -> Verdict:

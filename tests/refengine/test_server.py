@@ -13,12 +13,10 @@ import pytest
 
 from refengine import create_app
 from refengine.batcher import Engine
-from tests.support.bodies import CHAT, COMPLETIONS, MODEL
+from tests.support.bodies import CHAT, COMPLETIONS, MODEL, NO_THINKING
 from tests.support.servers import ServerThread, running_server
 
 pytestmark = pytest.mark.anyio
-
-NO_THINKING: dict[str, Any] = {"chat_template_kwargs": {"enable_thinking": False}}
 
 
 def _chat(content: str = "Invent a name for a cat.", **fields: Any) -> dict[str, Any]:

@@ -14,6 +14,8 @@ CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
 MESSAGES: Any = [{"role": "user", "content": "hi"}]
 DONE = b"data: [DONE]\n\n"
+# Turns thinking off in the reference engine's (Qwen3-style) chat template.
+NO_THINKING: dict[str, Any] = {"chat_template_kwargs": {"enable_thinking": False}}
 ERROR_KEYS = {"message", "type", "param", "code"}
 
 
