@@ -17,8 +17,9 @@ from gateway.observe.exchange import Observers
 from gateway.settings import Settings, load_settings
 from gateway.yamlsource import SourceError
 from tests.support.bodies import ANSWER, CHAT, MESSAGES, MODEL, chat, openai_error
-from tests.support.gateways import MockEngine, Recorder, asgi_client, gateway_settings, sync_sdk
+from tests.support.gateways import MockEngine, Recorder, asgi_client, gateway_settings
 from tests.support.paths import BATCH_PROFILE, POLICY
+from tests.support.sdk import sync_sdk
 from tests.support.servers import ServerThread
 
 ALICE = "sk-alice-0123456789"

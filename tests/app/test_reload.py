@@ -24,7 +24,7 @@ from tests.support.bodies import CHAT, chat
 from tests.support.gateways import gateway_settings
 from tests.support.metrics import Scrape
 from tests.support.paths import BATCH_PROFILE, POLICY, ROOT
-from tests.support.servers import free_port, running_server
+from tests.support.servers import free_port, running_server, serve_environ
 
 ORIGINAL = POLICY.read_text()
 REJECT_LOGPROBS = "      logprobs:\n        action: reject\n        type: boolean\n"
@@ -216,7 +216,7 @@ def read_until(stream: IO[str], event: str) -> dict[str, Any]:
 def test_sighup_reaches_a_real_serve_process(policy: Path) -> None:
     port = free_port()
     engine_port = free_port()  # nothing listens there: the engine is down
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FT_GATEWAY_")}
+    env = serve_environ()
     proc = subprocess.Popen(
         [
             sys.executable,

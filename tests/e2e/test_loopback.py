@@ -25,7 +25,8 @@ from tests.support.engine import (
     stalls_after,
 )
 from tests.support.faults import refused_url
-from tests.support.gateways import gateway_in_front_of, sdk
+from tests.support.gateways import gateway_in_front_of
+from tests.support.sdk import sdk
 
 pytestmark = pytest.mark.anyio
 

@@ -15,7 +15,8 @@ from starlette.routing import Route
 
 from gateway.app.factory import create_app
 from tests.support.bodies import CHAT, DONE, MODEL, chunk_event, completion
-from tests.support.gateways import gateway_settings, sync_sdk
+from tests.support.gateways import gateway_settings
+from tests.support.sdk import sync_sdk
 from tests.support.servers import ServerThread
 
 

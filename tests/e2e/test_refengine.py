@@ -18,7 +18,8 @@ import pytest
 
 from refengine.server import create_app as create_engine
 from tests.support.bodies import MODEL, NO_THINKING
-from tests.support.gateways import gateway_in_front_of, sdk
+from tests.support.gateways import gateway_in_front_of
+from tests.support.sdk import sdk
 from tests.support.servers import running_server
 
 pytestmark = pytest.mark.anyio

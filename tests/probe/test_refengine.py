@@ -26,9 +26,10 @@ from gateway.probe.verdict import HONOURED, IGNORED, REJECTED
 from gateway.probe.writer import render_policy
 from refengine import create_app as create_engine
 from tests.support.bodies import MODEL, NO_THINKING
-from tests.support.gateways import gateway_settings, sync_sdk
+from tests.support.gateways import gateway_settings
 from tests.support.paths import POLICY, ROOT
 from tests.support.probes import outcomes
+from tests.support.sdk import sync_sdk
 from tests.support.servers import ServerThread, free_port
 
 # What ft serve (and so the reference engine) does with each field; seed per mode.

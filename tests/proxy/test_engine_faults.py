@@ -19,7 +19,8 @@ from gateway.settings import Settings
 from tests.support.bodies import CHAT, chat, error_event, openai_error
 from tests.support.engine import FakeEngine
 from tests.support.faults import DEADLINE, fault_settings
-from tests.support.gateways import Gateway, sdk, serve_gateway
+from tests.support.gateways import Gateway, serve_gateway
+from tests.support.sdk import sdk
 from tests.support.servers import free_port
 
 pytestmark = pytest.mark.anyio

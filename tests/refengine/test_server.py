@@ -8,12 +8,12 @@ from typing import Any
 
 import anyio
 import httpx
-import openai
 import pytest
 
 from refengine import create_app
 from refengine.batcher import Engine
 from tests.support.bodies import CHAT, COMPLETIONS, MODEL, NO_THINKING
+from tests.support.sdk import sdk, sync_sdk
 from tests.support.servers import ServerThread, running_server
 
 pytestmark = pytest.mark.anyio
@@ -282,10 +282,10 @@ async def test_a_non_streaming_client_that_hangs_up_is_dropped_too(
 async def _replays(url: str, engine: Engine, *, rounds: int) -> list[str]:
     """The same seeded request, each time batched with 8 others of different lengths."""
     contents: list[str] = []
-    async with openai.AsyncOpenAI(base_url=url + "/v1", api_key="x", max_retries=0) as sdk:
+    async with sdk(url) as client:
 
         async def other(i: int, r: int) -> None:
-            await sdk.chat.completions.create(
+            await client.chat.completions.create(
                 model=MODEL,
                 messages=[{"role": "user", "content": f"Question {i} of round {r}"}],
                 max_tokens=3 + (5 * i + 7 * r) % 37,
@@ -294,7 +294,7 @@ async def _replays(url: str, engine: Engine, *, rounds: int) -> list[str]:
             )
 
         async def target() -> None:
-            reply = await sdk.chat.completions.create(
+            reply = await client.chat.completions.create(
                 model=MODEL,
                 messages=[{"role": "user", "content": "Invent a name for a cat."}],
                 max_tokens=40,
@@ -336,10 +336,9 @@ async def test_seeded_replays_differ_with_the_unpatched_sampler() -> None:
 
 def test_different_seeds_differ_through_the_sync_sdk() -> None:
     with ServerThread(create_app()) as server:
-        sdk = openai.OpenAI(base_url=server.url + "/v1", api_key="x", max_retries=0)
-        with sdk:
+        with sync_sdk(server.url) as client:
             texts = [
-                sdk.completions.create(model=MODEL, prompt="The list", max_tokens=20, seed=s)
+                client.completions.create(model=MODEL, prompt="The list", max_tokens=20, seed=s)
                 .choices[0]
                 .text
                 for s in (1, 2, 1)

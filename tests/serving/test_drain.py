@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import signal
 import subprocess
 import sys
@@ -24,7 +23,7 @@ from tests.support.engine import FakeEngine
 from tests.support.faults import DEADLINE, HELD, fault_settings
 from tests.support.gateways import Gateway
 from tests.support.paths import POLICY, ROOT
-from tests.support.servers import free_port
+from tests.support.servers import free_port, serve_environ
 
 pytestmark = pytest.mark.anyio
 
@@ -132,7 +131,7 @@ async def test_sigterm_stops_accepting_drains_and_exits(tmp_path: Path) -> None:
         }
         path = tmp_path / "config.yaml"
         path.write_text(json.dumps(config))  # JSON is YAML
-        env = {k: v for k, v in os.environ.items() if not k.startswith("FT_GATEWAY_")}
+        env = serve_environ()
         log = tmp_path / "serve.log"
         with log.open("wb") as sink:
             command = [sys.executable, "-m", "gateway", "serve", "--config", str(path)]

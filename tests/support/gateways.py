@@ -1,7 +1,6 @@
 """The gateway as the tests run it: its settings; in process, in front of a mocked engine
 (``MockEngine``, ``asgi_client``); under uvicorn on a loopback port (``serve_gateway``,
-``gateway_in_front_of``); the ``openai`` SDK pointed at it; an Observer that records
-what it served."""
+``gateway_in_front_of``); an Observer that records what it served."""
 
 from __future__ import annotations
 
@@ -13,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import openai
 from starlette.applications import Starlette
 
 from gateway.app.factory import create_app
@@ -126,13 +124,3 @@ async def gateway_in_front_of(engine_url: str, **settings: Any) -> AsyncIterator
     loopback port; yields its URL."""
     async with running_server(create_app(gateway_settings(engine_url, **settings))) as url:
         yield url
-
-
-def sdk(url: str, *, api_key: str = "sk-test", **options: Any) -> openai.AsyncOpenAI:
-    """The ``openai`` SDK's async client for the gateway at ``url``, with no retries."""
-    return openai.AsyncOpenAI(base_url=f"{url}/v1", api_key=api_key, max_retries=0, **options)
-
-
-def sync_sdk(url: str, *, api_key: str = "sk-test", **options: Any) -> openai.OpenAI:
-    """The ``openai`` SDK's client for the gateway at ``url``, with no retries."""
-    return openai.OpenAI(base_url=f"{url}/v1", api_key=api_key, max_retries=0, **options)

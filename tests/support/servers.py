@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 import threading
 from collections.abc import AsyncIterator, Generator
@@ -23,6 +24,12 @@ def free_port() -> int:
         sock.bind(("127.0.0.1", 0))
         port: int = sock.getsockname()[1]
         return port
+
+
+def serve_environ() -> dict[str, str]:
+    """This process's environment without FT_GATEWAY_* variables, for an ``ft-gateway serve``
+    process that must take its settings from its config and flags alone."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("FT_GATEWAY_")}
 
 
 def _config(app: Any, port: int, **kwargs: Any) -> uvicorn.Config:

@@ -34,6 +34,7 @@ from pathlib import Path
 import aiohttp
 
 from tests.support.paths import POLICY, ROOT
+from tests.support.servers import free_port, serve_environ
 
 BODY = json.dumps(
     {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True}
@@ -132,7 +133,7 @@ async def processes(
     limit_concurrency: int, client: str | None = None
 ) -> AsyncIterator[tuple[str, int, int]]:
     """The engine and the gateway as processes; yields (gateway URL, gateway pid, engine port)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FT_GATEWAY_")}
+    env = serve_environ()
     engine = subprocess.Popen(
         [sys.executable, "-m", "tests.support.engine"], stdout=subprocess.PIPE, cwd=ROOT, env=env
     )
@@ -141,8 +142,6 @@ async def processes(
         assert engine.stdout is not None
         line = await asyncio.to_thread(engine.stdout.readline)
         engine_port = int(line)
-        from tests.support.servers import free_port
-
         port = free_port()
         config = {
             "listen": {"host": "127.0.0.1", "port": port},
