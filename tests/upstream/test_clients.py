@@ -64,6 +64,18 @@ async def connect() -> AsyncIterator[Callable[..., UpstreamClient]]:
         await upstream.aclose()
 
 
+async def fetch(
+    upstream: UpstreamClient, method: str = "POST", path: str = "/v1/x", *, body: bytes = b"{}"
+) -> tuple[int, bytes]:
+    """One whole exchange: request, read the answer (at most 1 KiB), close; its status and
+    body."""
+    response = await upstream.request(method, path, headers=[], body=body)
+    try:
+        return response.status, await response.read(1024)
+    finally:
+        await response.aclose()
+
+
 def answer(
     data: bytes, headers: list[tuple[bytes, bytes]] | None = None, status: int = 200
 ) -> Handler:
@@ -113,12 +125,8 @@ async def test_no_content_type_is_invented(
 ) -> None:
     async with FakeEngine(answer(b"[]")) as engine:
         upstream = connect(upstream_client, engine.url)
-        response = await upstream.request("POST", "/v1/x", headers=[], body=b"abc")
-        await response.read(1024)
-        await response.aclose()
-        response = await upstream.request("GET", "/v1/models", headers=[], body=b"")
-        await response.read(1024)
-        await response.aclose()
+        await fetch(upstream, body=b"abc")
+        await fetch(upstream, "GET", "/v1/models", body=b"")
     post, get = engine.requests
     assert post.header(b"content-type") is None
     assert get.body == b""
@@ -146,10 +154,8 @@ async def test_redirects_are_not_followed(
     moved = answer(b"", [(b"location", b"/elsewhere")], status=307)
     async with FakeEngine(moved) as engine:
         upstream = connect(upstream_client, engine.url)
-        response = await upstream.request("POST", "/v1/x", headers=[], body=b"{}")
-        assert response.status == 307
-        await response.read(1024)
-        await response.aclose()
+        status, _ = await fetch(upstream)
+        assert status == 307
     assert len(engine.requests) == 1
 
 
@@ -159,9 +165,7 @@ async def test_finished_answers_reuse_the_connection(
     async with FakeEngine(answer(b"{}", JSON)) as engine:
         upstream = connect(upstream_client, engine.url)
         for _ in range(3):
-            response = await upstream.request("POST", "/v1/x", headers=[], body=b"{}")
-            await response.read(1024)
-            await response.aclose()
+            await fetch(upstream)
     assert len(engine.connections) == 1
 
 
@@ -305,8 +309,6 @@ async def test_httptools_pool_closes_connections_idle_past_keep_alive(
     async with FakeEngine(answer(b"{}", JSON)) as engine:
         upstream = connect("httptools", engine.url)
         for _ in range(2):
-            response = await upstream.request("POST", "/v1/x", headers=[], body=b"{}")
-            await response.read(1024)
-            await response.aclose()
+            await fetch(upstream)
         await engine.connection_closed.wait()
     assert len(engine.connections) == 2
