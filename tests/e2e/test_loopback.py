@@ -34,8 +34,7 @@ pytestmark = pytest.mark.anyio
 @contextlib.asynccontextmanager
 async def gateway(engine_url: str, upstream_client: str) -> AsyncIterator[openai.AsyncOpenAI]:
     """The gateway in front of ``engine_url`` on a loopback port, and an SDK client for it."""
-    client_flag = {("upstream", "client"): upstream_client}
-    async with gateway_in_front_of(engine_url, overrides=client_flag) as url, sdk(url) as client:
+    async with gateway_in_front_of(engine_url, client=upstream_client) as url, sdk(url) as client:
         yield client
 
 

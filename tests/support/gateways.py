@@ -119,8 +119,9 @@ async def serve_gateway(settings: Settings, **server: Any) -> AsyncIterator[Gate
 
 
 @contextlib.asynccontextmanager
-async def gateway_in_front_of(engine_url: str, **settings: Any) -> AsyncIterator[str]:
-    """The gateway (``gateway_settings(engine_url, **settings)``) under plain uvicorn on a
-    loopback port; yields its URL."""
-    async with running_server(create_app(gateway_settings(engine_url, **settings))) as url:
+async def gateway_in_front_of(engine_url: str, *, client: str | None = None) -> AsyncIterator[str]:
+    """The gateway with the default policy in front of ``engine_url`` (over upstream client
+    ``client``, else the default one), under plain uvicorn on a loopback port; yields its URL."""
+    flags: dict[tuple[str, ...], Any] = {} if client is None else {("upstream", "client"): client}
+    async with running_server(create_app(gateway_settings(engine_url, overrides=flags))) as url:
         yield url
