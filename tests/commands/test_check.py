@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 import sys
@@ -23,15 +22,6 @@ def run_check(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int,
     status = main(["check", *args])
     out = capsys.readouterr().out
     return status, out.splitlines()
-
-
-@pytest.fixture(autouse=True)
-def _in_root(monkeypatch: pytest.MonkeyPatch) -> None:
-    # Paths in the report are relative to the working directory.
-    monkeypatch.chdir(ROOT)
-    for name in list(os.environ):
-        if name.startswith("FT_GATEWAY_"):
-            monkeypatch.delenv(name)
 
 
 # One fixture per mistake the issue lists, with the exact lines check must print.

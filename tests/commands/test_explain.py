@@ -18,7 +18,7 @@ from gateway.policy.engine import Policy
 from gateway.policy.loading import load_policy_file
 from tests.support.bodies import MESSAGES, MODEL, chat
 from tests.support.gateways import MockEngine, asgi_client, gateway_settings
-from tests.support.paths import FIXTURES, POLICY, ROOT
+from tests.support.paths import FIXTURES, POLICY
 
 OVERLAYS = FIXTURES / "policies" / "good-overlays.yaml"
 
@@ -145,11 +145,7 @@ def test_bad_input_and_bad_policy(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert "unknown key 'nuetral'" in out
 
 
-def test_policy_from_the_config(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    monkeypatch.chdir(ROOT)
-    monkeypatch.delenv("FT_GATEWAY_POLICY", raising=False)
+def test_policy_from_the_config(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     request = write(tmp_path, chat_bytes(extra=1))
     status, out = explain(["--config", "tests/fixtures/configs/good.yaml", request], capsys)
     assert status == 1
