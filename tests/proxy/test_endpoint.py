@@ -11,7 +11,16 @@ import pytest
 
 from gateway.app.factory import create_app
 from gateway.settings import Settings
-from tests.support.bodies import ANSWER, CHAT, MESSAGES, MODEL, chat, openai_error
+from tests.support.bodies import (
+    ANSWER,
+    CHAT,
+    MESSAGES,
+    MODEL,
+    chat,
+    error_event,
+    openai_error,
+    sse_events,
+)
 from tests.support.gateways import MockEngine, asgi_client, gateway_settings
 
 
@@ -289,11 +298,8 @@ async def test_stream_cut_short_ends_with_an_error_event(
         200, content=SSE[0] + b'data: {"choi', headers={"content-type": "text/event-stream"}
     )
     response = await client.post(CHAT, json=chat(stream=True))
-    events = [e for e in response.text.split("\n\n") if e]
-    assert events[0] == SSE[0].decode().strip()
-    error = json.loads(events[-2].removeprefix("data: "))["error"]
-    assert error["code"] == "upstream_protocol_error"
-    assert events[-1] == "data: [DONE]"
+    assert sse_events(response.text)[0] == SSE[0].decode().strip()
+    assert error_event(response.text)["code"] == "upstream_protocol_error"  # then [DONE]
 
 
 @pytest.mark.anyio

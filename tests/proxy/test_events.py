@@ -4,18 +4,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
-from typing import Any
 
 import pytest
 
 from gateway.proxy.events import MAX_EVENT_BYTES, EventSplitter
 from gateway.proxy.relay import DONE, relay_stream
+from tests.support.bodies import error_event, sse_events
 
 CHUNK = b'data: {"choices": [{"delta": {"content": "x"}}]}\n\n'
-
-
-def events_of(out: bytes) -> list[str]:
-    return [e for e in out.decode().replace("\r\n", "\n").split("\n\n") if e]
 
 
 async def relay(*pieces: bytes, max_bytes: int | None = None) -> bytes:
@@ -24,15 +20,6 @@ async def relay(*pieces: bytes, max_bytes: int | None = None) -> bytes:
             yield piece
 
     return b"".join([c async for c in relay_stream(engine(), max_bytes=max_bytes)])
-
-
-def error_of(out: bytes) -> dict[str, Any]:
-    """The error event before the final [DONE]."""
-    events = events_of(out)
-    assert events[-1] == "data: [DONE]"
-    error: dict[str, Any] = json.loads(events[-2].removeprefix("data: "))["error"]
-    assert set(error) == {"message", "type", "param", "code"}
-    return error
 
 
 @pytest.mark.parametrize(
@@ -73,8 +60,8 @@ async def test_a_broken_event_ends_the_stream_after_the_good_ones(
 ) -> None:
     out = await relay(*stream)
     assert out.startswith(CHUNK * kept)
-    assert error_of(out)["code"] == "upstream_protocol_error"
-    assert len(events_of(out)) == kept + 2
+    assert error_event(out)["code"] == "upstream_protocol_error"
+    assert len(sse_events(out)) == kept + 2
 
 
 @pytest.mark.anyio
@@ -88,11 +75,11 @@ async def test_engine_error_event_is_normalised_and_ends_the_stream() -> None:
         }
     }
     out = await relay(CHUNK, b"data: " + json.dumps(leak).encode() + b"\n\n", DONE)
-    error = error_of(out)
+    error = error_event(out)
     assert error["code"] == "upstream_error" and "vllm" not in out.decode()
     bad_request = {"error": {"message": "prompt too long", "type": "BadRequestError", "code": 400}}
     out = await relay(CHUNK, b"data: " + json.dumps(bad_request).encode() + b"\n\n", DONE)
-    assert error_of(out) == {
+    assert error_event(out) == {
         "message": "prompt too long",
         "type": "invalid_request_error",
         "param": None,
@@ -105,14 +92,14 @@ async def test_llama_cpp_error_line_becomes_an_error_event() -> None:
     out = await relay(
         CHUNK, b'error: {"code": 500, "message": "slot 3 failed", "type": "server"}\n\n'
     )
-    assert error_of(out)["code"] == "upstream_error"
+    assert error_event(out)["code"] == "upstream_error"
     assert "slot" not in out.decode()
 
 
 @pytest.mark.anyio
 async def test_an_endless_event_is_cut_at_the_event_limit() -> None:
     out = await relay(b'data: "' + b"x" * (MAX_EVENT_BYTES + 1))
-    assert error_of(out)["code"] == "upstream_protocol_error"
+    assert error_event(out)["code"] == "upstream_protocol_error"
     assert len(out) < 1024
 
 
@@ -120,7 +107,7 @@ async def test_an_endless_event_is_cut_at_the_event_limit() -> None:
 async def test_a_stream_past_max_bytes_ends_with_an_error_event() -> None:
     out = await relay(*([CHUNK] * 100), DONE, max_bytes=10 * len(CHUNK))
     assert out.startswith(CHUNK * 10)
-    assert "larger than the limit" in error_of(out)["message"]
+    assert "larger than the limit" in error_event(out)["message"]
 
 
 @pytest.mark.anyio
@@ -132,4 +119,4 @@ async def test_bytes_after_done_are_read_but_not_sent() -> None:
 async def test_stream_ending_mid_event_gets_an_error_event() -> None:
     out = await relay(CHUNK, b'data: {"unfinished')
     assert out.startswith(CHUNK) and b"unfinished" not in out
-    assert error_of(out)["code"] == "upstream_protocol_error"
+    assert error_event(out)["code"] == "upstream_protocol_error"

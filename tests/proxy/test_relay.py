@@ -10,6 +10,7 @@ import pytest
 
 from gateway.errors import UpstreamTimeout
 from gateway.proxy.relay import DONE, relay_stream
+from tests.support.bodies import sse_events
 
 pytestmark = pytest.mark.anyio
 
@@ -56,7 +57,7 @@ async def test_engine_failure_mid_event_drops_the_broken_event() -> None:
 
     chunks = [c async for c in relay_stream(engine())]
     assert chunks[0] == b'data: {"choices": [{"delta": {"content": "x"}}]}\n\n'
-    events = [e for e in b"".join(chunks[1:]).decode().split("\n\n") if e]
+    events = sse_events(b"".join(chunks[1:]))
     assert json.loads(events[0].removeprefix("data: "))["error"]["code"] == "upstream_timeout"
     assert events[1:] == ["data: [DONE]"]
 

@@ -11,7 +11,7 @@ import anyio
 import httpx
 import pytest
 
-from tests.support.bodies import CHAT, chat, sse
+from tests.support.bodies import CHAT, chat, sse, sse_events
 from tests.support.gateways import gateway_in_front_of
 from tests.support.servers import running_server
 
@@ -97,8 +97,7 @@ async def test_each_chunk_reaches_the_client_before_the_engine_sends_the_next(
                     if engine.sent < engine.chunks:
                         assert engine.sent == len(received)
                         engine.steps[engine.sent].set()
-    text = b"".join(received).decode()
-    assert [e for e in text.split("\n\n") if e][-1] == "data: [DONE]"
+    assert sse_events(b"".join(received))[-1] == "data: [DONE]"
     assert len(received) >= engine.chunks
 
 

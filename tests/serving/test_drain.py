@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from gateway.settings import Settings
-from tests.support.bodies import CHAT, chat, sse_events
+from tests.support.bodies import CHAT, chat, error_event, sse_events
 from tests.support.engine import FakeEngine
 from tests.support.faults import DEADLINE, HELD, fault_settings
 from tests.support.gateways import Gateway
@@ -86,9 +86,7 @@ async def test_drain_readyz_503_new_requests_503_then_in_flight_ended(
 
                 fake_engine.gate("a").set()  # this stream finishes within the drain time-out
     assert sse_events(finishing[0])[-1] == "data: [DONE]" and "error" not in finishing[0]
-    tail = sse_events(cut[0])
-    assert tail[-1] == "data: [DONE]"
-    assert json.loads(tail[-2].removeprefix("data: "))["error"]["code"] == "shutting_down"
+    assert error_event(cut[0])["code"] == "shutting_down"  # and then [DONE]
     assert waiting["r"].status_code == 503
     assert waiting["r"].json()["error"]["code"] == "shutting_down"
     assert state.drain.in_flight == 0
@@ -178,6 +176,6 @@ async def test_sigterm_stops_accepting_drains_and_exits(tmp_path: Path) -> None:
     assert sse_events(finishing[0])[-1] == "data: [DONE]" and "error" not in finishing[0]
     tail = sse_events(cut[0])
     assert tail[-1] == "data: [DONE]", output
-    assert json.loads(tail[-2].removeprefix("data: "))["error"]["code"] == "shutting_down"
+    assert error_event(cut[0])["code"] == "shutting_down"
     assert "Shutting down" in output  # the debug log was captured ...
     assert SECRET_KEY not in output and "PROMPT-SECRET" not in output  # ... and keeps secrets
