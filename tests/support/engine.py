@@ -133,7 +133,7 @@ class Wire:
         self._on_close = on_close
         self._buffer = bytearray()
         self._more = asyncio.Event()
-        self.pump = asyncio.ensure_future(self._pump())
+        self._pumping = asyncio.ensure_future(self._pump())
 
     async def send(self, data: bytes) -> None:
         """Write ``data`` and wait until the socket took it."""
@@ -167,10 +167,10 @@ class Wire:
                 self._more.set()
         except OSError:
             pass
-        self.mark_closed()
+        self._mark_closed()
         self._more.set()
 
-    def mark_closed(self) -> None:
+    def _mark_closed(self) -> None:
         """Record that the connection is closed (by either side), once."""
         if not self.connection.closed.is_set():
             self.connection.closed_at = time.perf_counter()
@@ -184,7 +184,7 @@ class Wire:
         await self._more.wait()
         return True
 
-    async def read_until(self, mark: bytes, limit: int = 1 << 20) -> bytes | None:
+    async def _read_until(self, mark: bytes, limit: int = 1 << 20) -> bytes | None:
         while (end := self._buffer.find(mark)) < 0:
             if len(self._buffer) > limit or not await self._wait():
                 return None
@@ -192,7 +192,7 @@ class Wire:
         del self._buffer[: end + len(mark)]
         return out
 
-    async def read_exactly(self, size: int) -> bytes | None:
+    async def _read_exactly(self, size: int) -> bytes | None:
         while len(self._buffer) < size:
             if not await self._wait():
                 return None
@@ -302,16 +302,16 @@ class FakeEngine:
         except (OSError, asyncio.CancelledError):
             pass
         finally:
-            wire.pump.cancel()
+            wire._pumping.cancel()
             writer.close()
             with contextlib.suppress(OSError, asyncio.CancelledError):
                 await writer.wait_closed()
-            wire.mark_closed()
+            wire._mark_closed()
             self._handlers.discard(task)
 
     async def _one_request(self, wire: Wire) -> bool:
         """Read one request and answer it; True to keep the connection for another."""
-        head = await wire.read_until(b"\r\n\r\n")
+        head = await wire._read_until(b"\r\n\r\n")
         if head is None:
             return False
         lines = head.decode("latin-1").split("\r\n")
@@ -324,18 +324,18 @@ class FakeEngine:
         seen = Seen(wire.connection, method, target, headers, b"", time.perf_counter())
         length = seen.header(b"content-length")
         if length is not None:
-            body = await wire.read_exactly(int(length))
+            body = await wire._read_exactly(int(length))
             if body is None:
                 return False
             seen.body = body
         elif seen.header(b"transfer-encoding") == b"chunked":
             parts = []
             while True:
-                size_line = await wire.read_until(b"\r\n")
+                size_line = await wire._read_until(b"\r\n")
                 if size_line is None:
                     return False
                 size = int(size_line.split(b";")[0], 16)
-                data = await wire.read_exactly(size + 2)
+                data = await wire._read_exactly(size + 2)
                 if data is None:
                     return False
                 if size == 0:
