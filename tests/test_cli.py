@@ -9,20 +9,27 @@ import pytest
 from gateway.cli import main
 
 
-def test_serve_with_a_bad_config_exits_2_naming_the_problem(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+@pytest.mark.parametrize(
+    ("flag", "text", "problem"),
+    [
+        pytest.param(
+            "--config",
+            "listen:\n  port: 8080\ntimeouts:\n  conect: 3\n",
+            ":4: timeouts.conect: unknown key",
+            id="config",
+        ),
+        pytest.param(
+            "--policy",
+            "routes:\n  /v1/chat/completions:\n    fields:\n      n: {action: rejct}\n",
+            ":4: routes./v1/chat/completions.fields.n.action",
+            id="policy",
+        ),
+    ],
+)
+def test_serve_with_a_bad_file_exits_2_naming_the_problem(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, text: str, problem: str
 ) -> None:
-    config = tmp_path / "gw.yaml"
-    config.write_text("listen:\n  port: 8080\ntimeouts:\n  conect: 3\n")
-    assert main(["serve", "--config", str(config)]) == 2
-    assert f"{config}:4: timeouts.conect: unknown key" in capsys.readouterr().err
-
-
-def test_serve_with_a_bad_policy_exits_2(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    policy = tmp_path / "p.yaml"
-    policy.write_text("routes:\n  /v1/chat/completions:\n    fields:\n      n: {action: rejct}\n")
-    assert main(["serve", "--policy", str(policy)]) == 2
-    err = capsys.readouterr().err
-    assert f"{policy}:4: routes./v1/chat/completions.fields.n.action" in err
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    assert main(["serve", flag, str(path)]) == 2
+    assert f"{path}{problem}" in capsys.readouterr().err

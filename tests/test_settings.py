@@ -8,15 +8,14 @@ import pytest
 
 from gateway.settings import load_settings
 from gateway.yamlsource import SourceError, parse_yaml
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.support.paths import POLICY, ROOT
 
 
 def test_shipped_config_is_the_defaults() -> None:
     settings = load_settings(ROOT / "config.yaml", environ={})
     assert settings.upstream.url == "http://127.0.0.1:8000"
     assert settings.listen.port == 8080
-    assert settings.policy == ROOT / "policies" / "ft-serve.yaml"
+    assert settings.policy == POLICY
 
 
 def test_flags_override_file_and_env_overrides_flags(tmp_path: Path) -> None:

@@ -1,0 +1,310 @@
+"""The probe against the reference engine over loopback, in both sampler modes; the
+policy it writes, loaded into the gateway in front of the same engine; the CLI."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import openai
+import pytest
+import yaml
+
+from gateway.app.factory import create_app
+from gateway.cli import main
+from gateway.policy.file import PolicyFile
+from gateway.policy.loading import load_policy_file
+from gateway.probe.checks import UNKNOWN, UNKNOWN_FIELD
+from gateway.probe.client import EngineClient
+from gateway.probe.route import CHAT, COMPLETIONS
+from gateway.probe.runner import ProbeResult, probe_engine
+from gateway.probe.verdict import HONOURED, IGNORED, REJECTED
+from gateway.probe.writer import render_policy
+from refengine import create_app as create_engine
+from tests.support.bodies import MODEL, NO_THINKING
+from tests.support.gateways import gateway_settings
+from tests.support.paths import POLICY, ROOT
+from tests.support.probes import outcomes
+from tests.support.sdk import sync_sdk
+from tests.support.servers import ServerThread, free_port
+
+# What ft serve (and so the reference engine) does with each field; seed per mode.
+HONOURED_BY_BOTH = [
+    "temperature",
+    "top_k",
+    "top_p",
+    "min_p",
+    "presence_penalty",
+    "frequency_penalty",
+    "repetition_penalty",
+    "max_tokens",
+    "stop",
+    "stream",
+    "stream_options",
+]
+EXPECTED = {
+    CHAT: {f: HONOURED for f in HONOURED_BY_BOTH}
+    | {
+        "logit_bias": IGNORED,
+        "n": IGNORED,
+        "logprobs": IGNORED,
+        "top_logprobs": IGNORED,
+        "response_format": IGNORED,
+        "max_completion_tokens": IGNORED,
+        UNKNOWN: IGNORED,
+    },
+    COMPLETIONS: {f: HONOURED for f in HONOURED_BY_BOTH}
+    | {"logit_bias": IGNORED, "n": IGNORED, "logprobs": REJECTED, UNKNOWN: IGNORED},
+}
+
+
+@dataclass
+class Probed:
+    mode: str
+    engine_url: str
+    result: ProbeResult
+    policy_path: Path
+
+
+@pytest.fixture(scope="module", params=["patched", "unpatched"])
+def probed(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Probed]:
+    mode = request.param
+    # One mode probes with thinking off, the other with the engine's default (on).
+    extra = NO_THINKING if mode == "patched" else {}
+    with ServerThread(create_engine(unpatched_sampler=mode == "unpatched")) as engine:
+        with EngineClient(engine.url, timeout=30) as client:
+            result = probe_engine(
+                client, upstream=engine.url, model=MODEL, routes=[CHAT, COMPLETIONS], extra=extra
+            )
+        path = tmp_path_factory.mktemp(mode) / "probed.yaml"
+        path.write_text(render_policy(result))
+        yield Probed(mode, engine.url, result, path)
+
+
+def test_seed_is_honoured_by_the_patched_sampler_and_ignored_by_the_unpatched(
+    probed: Probed,
+) -> None:
+    expected = HONOURED if probed.mode == "patched" else IGNORED
+    for route in (CHAT, COMPLETIONS):
+        assert outcomes(probed.result, route)["seed"] == expected
+
+
+@pytest.mark.parametrize("route", [CHAT, COMPLETIONS])
+def test_every_other_field_is_found_as_the_engine_implements_it(probed: Probed, route: str) -> None:
+    found = outcomes(probed.result, route)
+    found.pop("seed")
+    assert found == EXPECTED[route]
+
+
+def test_the_probe_stays_within_its_request_budget(probed: Probed) -> None:
+    assert probed.result.requests <= 100
+
+
+def _rules(policy: PolicyFile, route: str) -> dict[str, dict[str, Any]]:
+    fields = policy.routes[route].fields  # type: ignore[index]
+    return {
+        name: json.loads(json.dumps(rule.model_dump(exclude_unset=True, exclude={"reason"})))
+        for name, rule in fields.items()
+    }
+
+
+def test_the_written_policy_is_the_hand_written_one(probed: Probed) -> None:
+    written, _ = load_policy_file(probed.policy_path)
+    hand, _ = load_policy_file(POLICY)
+    for route in (CHAT, COMPLETIONS):
+        ours, theirs = _rules(written, route), _rules(hand, route)
+        if route == COMPLETIONS and probed.result.extra:
+            # Sent with every probe request (--extra), so passed on this route too.
+            assert ours.pop("chat_template_kwargs") == {"action": "pass"}
+        assert set(ours) == set(theirs)
+        # The engine refuses completions' logprobs: the probe also drops its null.
+        ours["logprobs"].pop("drop_neutral", None)
+        # policies/ft-serve.yaml describes the patched sampler.
+        if probed.mode == "unpatched":
+            assert ours.pop("seed") == {**theirs.pop("seed"), "action": "reject"}
+        assert ours == theirs
+    assert written.unknown_fields == hand.unknown_fields == "reject"
+
+
+# A value each probed field is sent with through the gateway; neutral values below.
+PROBE_VALUES: dict[str, dict[str, Any]] = {
+    "temperature": {"temperature": 0.5},
+    "seed": {"seed": 7},
+    "top_k": {"top_k": 5},
+    "top_p": {"top_p": 0.9},
+    "min_p": {"min_p": 0.1},
+    "presence_penalty": {"presence_penalty": 0.5},
+    "frequency_penalty": {"frequency_penalty": 0.5},
+    "repetition_penalty": {"repetition_penalty": 1.2},
+    "logit_bias": {"logit_bias": {"100": 5}},
+    "max_tokens": {"max_tokens": 3},
+    "max_completion_tokens": {"max_completion_tokens": 3},
+    "stop": {"stop": ["zzz"]},
+    "n": {"n": 2},
+    "top_logprobs": {"top_logprobs": 2},
+    "response_format": {"response_format": {"type": "json_object"}},
+    "stream": {"stream": True},
+    "stream_options": {"stream": True, "stream_options": {"include_usage": True}},
+    UNKNOWN: {UNKNOWN_FIELD: 1},
+}
+NEUTRAL: dict[str, list[dict[str, Any]]] = {
+    CHAT: [
+        {"n": 1},
+        {"logprobs": False},
+        {"logit_bias": {}},
+        {"response_format": {"type": "text"}},
+        {"stream": False},
+    ],
+    COMPLETIONS: [{"n": 1}, {"logprobs": None}, {"logit_bias": {}}],
+}
+
+
+@pytest.fixture(scope="module")
+def gateway(probed: Probed) -> Iterator[openai.OpenAI]:
+    settings = gateway_settings(probed.engine_url, policy=probed.policy_path)
+    with ServerThread(create_app(settings)) as server, sync_sdk(server.url) as client:
+        yield client
+
+
+def _send(client: openai.OpenAI, route: str, fields: dict[str, Any]) -> Any:
+    """One request through the gateway with the SDK; fields it has no argument for go in
+    extra_body. Returns the answer (a stream is read to its end)."""
+    known = {"temperature", "seed", "top_p", "presence_penalty", "frequency_penalty", "stop"}
+    known |= {"max_tokens", "n", "logit_bias", "stream", "stream_options", "logprobs"}
+    if route == CHAT:
+        known |= {"max_completion_tokens", "top_logprobs", "response_format"}
+    args = {k: v for k, v in fields.items() if k in known}
+    extra = {k: v for k, v in fields.items() if k not in known} | NO_THINKING
+    if route == CHAT:
+        answer: Any = client.chat.completions.create(
+            model=MODEL,
+            messages=[{"role": "user", "content": "Tell me about lists."}],
+            extra_body=extra,
+            **args,
+        )
+    else:
+        extra.pop("chat_template_kwargs")
+        answer = client.completions.create(
+            model=MODEL, prompt="A list is", extra_body=extra, **({"max_tokens": 8} | args)
+        )
+    return list(answer) if fields.get("stream") else answer
+
+
+@pytest.mark.parametrize("route", [CHAT, COMPLETIONS])
+def test_the_written_policy_turns_exactly_the_unhonoured_fields_into_400s(
+    probed: Probed, gateway: openai.OpenAI, route: str
+) -> None:
+    verdicts = outcomes(probed.result, route)
+    values = dict(PROBE_VALUES)
+    values["logprobs"] = {"logprobs": True if route == CHAT else 1}
+    refused: set[str] = set()
+    for field in verdicts:
+        try:
+            answer = _send(gateway, route, values[field])
+        except openai.BadRequestError as exc:
+            assert exc.param == (UNKNOWN_FIELD if field == UNKNOWN else field)
+            refused.add(field)
+            continue
+        if field == "max_completion_tokens":
+            # Renamed onto max_tokens, which the engine honours.
+            assert answer.usage.completion_tokens <= 3
+    expected = {f for f, o in verdicts.items() if o != HONOURED} - {"max_completion_tokens"}
+    assert refused == expected
+    assert ("seed" in refused) == (probed.mode == "unpatched")
+
+
+@pytest.mark.parametrize("route", [CHAT, COMPLETIONS])
+def test_neutral_values_of_rejected_fields_still_pass(
+    probed: Probed, gateway: openai.OpenAI, route: str
+) -> None:
+    for fields in NEUTRAL[route]:
+        _send(gateway, route, fields)
+
+
+# -- the command line ----------------------------------------------------------------
+
+
+def test_probe_command_prints_the_table_and_writes_report_and_policy(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out, report = tmp_path / "engine.yaml", tmp_path / "engine.md"
+    with ServerThread(create_engine()) as engine:
+        code = main(
+            [
+                "probe",
+                "--upstream",
+                engine.url,
+                "--model",
+                MODEL,
+                "--route",
+                "chat",
+                "--extra",
+                json.dumps(NO_THINKING),
+                "--out",
+                str(out),
+                "--report",
+                str(report),
+            ]
+        )
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert "  seed " in captured.out and "honoured" in captured.out
+    assert f"policy written to {out}" in captured.err
+    assert main(["check", str(out)]) == 0, capsys.readouterr().out
+    # Its first line points editors to the schema, and it validates against it.
+    schema_line = out.read_text().splitlines()[0]
+    schema_path = out.parent / schema_line.removeprefix("# yaml-language-server: $schema=")
+    assert schema_path.resolve() == ROOT / "gateway" / "policy.schema.json"
+    jsonschema.validate(yaml.safe_load(out.read_text()), json.loads(schema_path.read_text()))
+    policy, _ = load_policy_file(out)
+    assert list(policy.routes) == [CHAT]
+    assert policy.routes[CHAT].fields["n"].action == "reject"  # type: ignore[index]
+    text = report.read_text()
+    assert "| n | **ignored** | — | n 2: one choice came back |" in text
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--extra", "[1]"], "--extra must be a JSON object"),
+        (["--extra", "{"], "--extra is not JSON"),
+        (["--out", "/nonexistent-dir/p.yaml"], "--out: no such directory: /nonexistent-dir"),
+        (["--upstream", "127.0.0.1:8000"], "--upstream must be an http(s) URL"),
+        (["--timeout", "0"], "--timeout and --max-requests must be positive"),
+    ],
+)
+def test_probe_command_refuses_bad_input_before_sending_anything(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The upstream is a closed port: any request sent would fail differently.
+    base = ["probe", "--upstream", f"http://127.0.0.1:{free_port()}", "--model", MODEL]
+    assert main(base + args) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_probe_command_names_the_problem_when_the_engine_cannot_be_reached(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    out = tmp_path / "p.yaml"
+    url = f"http://127.0.0.1:{free_port()}"
+    assert main(["probe", "--upstream", url, "--model", MODEL, "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "did not answer the plain request to /v1/chat/completions" in err
+    assert "ConnectError" in err
+    assert not out.exists()
+
+
+def test_probe_command_names_the_problem_when_the_model_is_wrong(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with ServerThread(create_engine()) as engine:
+        code = main(["probe", "--upstream", engine.url, "--model", "gpt-4", "--route", "chat"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "(model 'gpt-4'): HTTP 404" in err

@@ -1,0 +1,304 @@
+"""``ft-gateway serve --workers N``, started for real as a separate process.
+
+The engine runs in the test's event loop; the gateway is a real parent process
+with two worker processes. A connection is pinned to a worker by keep-alive,
+and ``/healthz`` says which process answered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import signal
+import socket
+import sys
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+
+from gateway.serving.workers import _cgroup_cpu_quota, available_cpus
+from tests.support.bodies import CHAT, chat
+from tests.support.engine import FakeEngine
+from tests.support.metrics import Scrape
+from tests.support.paths import POLICY
+from tests.support.servers import free_port
+
+SERVING = re.compile(r"serving on http://127\.0\.0\.1:(\d+) with (\d+) workers \(pids ([\d, ]+)\)")
+START_TIMEOUT = 20
+
+
+@dataclass
+class Gateway:
+    """A running ``ft-gateway serve --workers N`` and the lines it has logged."""
+
+    process: asyncio.subprocess.Process
+    lines: list[str] = field(default_factory=list)
+    url: str = ""
+    pids: list[int] = field(default_factory=list)
+
+    async def wait_for_line(self, pattern: str, *, after: int = 0) -> re.Match[str]:
+        """The first log line from index ``after`` on that matches ``pattern``."""
+        index = after
+        async with asyncio.timeout(START_TIMEOUT):
+            while True:
+                while index < len(self.lines):
+                    match = re.search(pattern, self.lines[index])
+                    if match:
+                        return match
+                    index += 1
+                assert self.process.stdout is not None
+                raw = await self.process.stdout.readline()
+                if not raw:
+                    raise AssertionError("the gateway exited:\n" + "\n".join(self.lines))
+                self.lines.append(raw.decode(errors="replace").rstrip())
+
+
+@contextlib.asynccontextmanager
+async def gateway_process(
+    *args: str, env: dict[str, str] | None = None, tmp: Path
+) -> AsyncIterator[Gateway]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "gateway",
+        "serve",
+        "--port",
+        "0",
+        "--log-level",
+        "info",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env={**os.environ, "TMPDIR": str(tmp), **(env or {})},
+        cwd=tmp,  # no ./config.yaml
+        start_new_session=True,  # its own process group, to kill workers and all
+    )
+    gateway = Gateway(process)
+    try:
+        yield gateway
+    finally:
+        if process.returncode is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            await process.wait()
+
+
+def children_of(pid: int) -> set[int]:
+    """Live child processes of ``pid``, from /proc."""
+    children = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid and fields[0] != "Z":
+                children.add(int(stat.parent.name))
+    return children
+
+
+async def pin(url: str, pids: list[int]) -> dict[int, httpx.AsyncClient]:
+    """One keep-alive client per worker: new connections until each worker answered one.
+    SO_REUSEPORT hashes each connection's ports, so a few tries reach both."""
+    pinned: dict[int, httpx.AsyncClient] = {}
+    for _ in range(200):
+        client = httpx.AsyncClient(base_url=url, timeout=30, limits=httpx.Limits(max_connections=1))
+        pid = (await client.get("/healthz")).json()["pid"]
+        if pid in pinned:
+            await client.aclose()
+            continue
+        pinned[pid] = client
+        if len(pinned) == len(pids):
+            break
+    assert sorted(pinned) == sorted(pids), "a worker never got a connection"
+    return pinned
+
+
+@pytest.mark.anyio
+async def test_two_workers_serve_reload_on_sighup_and_restart(tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    original = POLICY.read_text()
+    policy.write_text(original)
+    metrics_port = free_port()
+    async with FakeEngine() as engine:
+        engine_url = engine.url
+        async with gateway_process(
+            "--workers",
+            "2",
+            "--upstream",
+            engine_url,
+            "--policy",
+            str(policy),
+            env={
+                "FT_GATEWAY_SERVER__KEEP_ALIVE_TIMEOUT": "600",
+                "FT_GATEWAY_LISTEN__METRICS_PORT": str(metrics_port),
+            },
+            tmp=tmp_path,
+        ) as gateway:
+            match = await gateway.wait_for_line(SERVING.pattern)
+            url = f"http://127.0.0.1:{match[1]}"
+            pids = [int(p) for p in match[3].split(",")]
+            assert int(match[2]) == 2 and len(set(pids)) == 2
+            assert children_of(gateway.process.pid) >= set(pids)
+            # Where the workers meet to add up metrics: made by the parent under TMPDIR.
+            (worker_dir,) = tmp_path.glob("ftgw-*")
+            assert {p.name for p in worker_dir.glob("*.sock")} == {f"{p}.sock" for p in pids}
+
+            pinned = await pin(url, pids)
+            try:
+                body = chat(n=2)
+                for client in pinned.values():
+                    refused = await client.post(CHAT, json=body)
+                    assert refused.status_code == 400
+                    assert refused.json()["error"]["param"] == "n"
+                    assert (await client.post(CHAT, json={**body, "n": 1})).status_code == 200
+                # Each worker counted its own two; whichever worker answers on the
+                # metrics port adds up both.
+                assert (await client.get("/metrics")).status_code == 404  # not on the main port
+                for _ in range(20):
+                    async with httpx.AsyncClient(timeout=30) as scraper:
+                        text = (await scraper.get(f"http://127.0.0.1:{metrics_port}/metrics")).text
+                    m = Scrape(text)
+                    assert m.total("ft_gateway_requests_total", route=CHAT, status="400") == 2
+                    assert m.total("ft_gateway_requests_total", route=CHAT, status="200") == 2
+                    assert m.total("ft_gateway_policy_reloads_total") == 0
+
+                # SIGHUP to the parent: every worker reloads the edited policy.
+                policy.write_text(original.replace("neutral: [1]", "neutral: [1, 2]"))
+                seen = len(gateway.lines)
+                os.kill(gateway.process.pid, signal.SIGHUP)
+                for _ in pids:
+                    match = await gateway.wait_for_line("policy loaded", after=seen)
+                    seen = gateway.lines.index(match.string) + 1
+                for client in pinned.values():
+                    assert (await client.post(CHAT, json=body)).status_code == 200
+                    ready = (await client.get("/readyz")).json()
+                    assert ready["policy"]["last_reload"]["trigger"] == "SIGHUP"
+                    assert ready["policy"]["last_reload"]["result"] == "loaded"
+                async with httpx.AsyncClient(timeout=30) as scraper:
+                    text = (await scraper.get(f"http://127.0.0.1:{metrics_port}/metrics")).text
+                assert Scrape(text).total("ft_gateway_policy_reloads_total", result="loaded") == 2
+            finally:
+                for client in pinned.values():
+                    await client.aclose()
+
+            # A worker that dies is replaced; the others never stopped serving.
+            seen = len(gateway.lines)
+            os.kill(pids[0], signal.SIGKILL)
+            match = await gateway.wait_for_line(r"worker (\d+) started", after=seen)
+            replacement = int(match[1])
+            assert replacement not in pids
+            assert children_of(gateway.process.pid) >= {pids[1], replacement}
+            async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+                statuses = await asyncio.gather(
+                    *(client.post(CHAT, json={**body, "n": 1}) for _ in range(20))
+                )
+                assert [r.status_code for r in statuses] == [200] * 20
+
+            # SIGTERM: the workers drain and stop, the parent exits 0 and cleans up.
+            gateway.process.send_signal(signal.SIGTERM)
+            async with asyncio.timeout(START_TIMEOUT):
+                assert await gateway.process.wait() == 0
+            assert not worker_dir.exists()
+            for pid in (pids[1], replacement):
+                assert not Path(f"/proc/{pid}").exists()  # stopped and reaped
+
+
+@pytest.mark.anyio
+async def test_workers_can_share_one_socket(tmp_path: Path) -> None:
+    """Where SO_REUSEPORT does not spread connections, the parent's socket is shared."""
+    program = (
+        "import sys\n"
+        "from gateway.settings import load_settings\n"
+        "from gateway.serving.workers import serve_workers\n"
+        "settings = load_settings(None, overrides={('upstream', 'url'): sys.argv[1],"
+        " ('policy',): sys.argv[2], ('listen', 'port'): 0})\n"
+        "sys.exit(serve_workers(settings, workers=2, reuse_port=False))\n"
+    )
+    policy = str(POLICY)
+    async with FakeEngine() as engine:
+        engine_url = engine.url
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-c",
+            program,
+            engine_url,
+            policy,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.STDOUT,
+            env={**os.environ, "TMPDIR": str(tmp_path)},
+            cwd=tmp_path,
+            start_new_session=True,
+        )
+        gateway = Gateway(process)
+        try:
+            match = await gateway.wait_for_line(SERVING.pattern)
+            url = f"http://127.0.0.1:{match[1]}"
+            body = chat()
+            async with httpx.AsyncClient(base_url=url, timeout=30) as client:
+                responses = await asyncio.gather(*(client.post(CHAT, json=body) for _ in range(10)))
+            assert [r.status_code for r in responses] == [200] * 10
+            process.send_signal(signal.SIGTERM)
+            async with asyncio.timeout(START_TIMEOUT):
+                assert await process.wait() == 0
+        finally:
+            if process.returncode is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                await process.wait()
+
+
+@pytest.mark.anyio
+async def test_a_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        async with gateway_process(
+            "--workers",
+            "2",
+            "--policy",
+            str(POLICY),
+            env={"FT_GATEWAY_PORT": str(port)},  # over --port 0
+            tmp=tmp_path,
+        ) as gateway:
+            async with asyncio.timeout(START_TIMEOUT):
+                assert await gateway.process.wait() == 1
+            assert gateway.process.stdout is not None
+            output = await gateway.process.stdout.read()
+            assert b"cannot listen on 127.0.0.1" in output
+            assert b"in use" in output
+
+
+@pytest.mark.anyio
+async def test_bad_config_stops_before_any_worker_starts(tmp_path: Path) -> None:
+    async with gateway_process(
+        "--workers", "2", "--policy", str(tmp_path / "missing.yaml"), tmp=tmp_path
+    ) as gateway:
+        async with asyncio.timeout(START_TIMEOUT):
+            assert await gateway.process.wait() == 2
+        assert gateway.process.stdout is not None
+        assert b"cannot start" in await gateway.process.stdout.read()
+        assert not list(tmp_path.glob("ftgw-*"))
+
+
+@pytest.mark.parametrize(
+    ("files", "expected"),
+    [
+        ({"cpu.max": "200000 100000\n"}, 2.0),
+        ({"cpu.max": "150000 100000\n"}, 1.5),
+        ({"cpu.max": "max 100000\n"}, None),
+        ({"cpu/cpu.cfs_quota_us": "300000\n", "cpu/cpu.cfs_period_us": "100000\n"}, 3.0),
+        ({"cpu/cpu.cfs_quota_us": "-1\n", "cpu/cpu.cfs_period_us": "100000\n"}, None),
+        ({}, None),
+    ],
+)
+def test_cgroup_cpu_quota(tmp_path: Path, files: dict[str, str], expected: float | None) -> None:
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert _cgroup_cpu_quota(tmp_path) == expected
+
+
+def test_available_cpus_is_within_the_affinity_mask() -> None:
+    assert 1 <= available_cpus() <= len(os.sched_getaffinity(0))

@@ -1,0 +1,52 @@
+"""Fixtures that tests in several folders share; the root conftest registers this plugin.
+
+It imports none of the gateway at import time: scripts/gpu-test runs the sampler's tests
+with it loaded on a machine that has only numpy, torch, triton and pytest. What needs the
+gateway is imported inside the hook or fixture that uses it.
+"""
+
+from __future__ import annotations
+
+import typing
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING
+
+import pytest
+
+from tests.support.engine import FakeEngine
+
+if TYPE_CHECKING:
+    from gateway.settings import Settings
+    from tests.support.gateways import Gateway
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """``upstream_client``: each UpstreamClient implementation by its ``upstream.client``
+    name, so that tests which talk to a real loopback engine run over every one."""
+    if "upstream_client" in metafunc.fixturenames:
+        from gateway.settings import Upstream
+
+        names = typing.get_args(Upstream.model_fields["client"].annotation)
+        metafunc.parametrize("upstream_client", names)
+
+
+@pytest.fixture
+async def fake_engine() -> AsyncIterator[FakeEngine]:
+    """The raw-socket fake engine (tests/support/engine.py) on a free loopback port."""
+    async with FakeEngine() as engine:
+        yield engine
+
+
+@pytest.fixture
+async def gateway(settings: Settings) -> AsyncIterator[Gateway]:
+    """The gateway with the test's ``settings`` under uvicorn on a loopback port, with
+    ``ft-gateway serve``'s server options and a Recorder as its observer."""
+    from tests.support.gateways import serve_gateway
+
+    async with serve_gateway(settings) as served:
+        yield served
