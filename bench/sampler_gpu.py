@@ -130,7 +130,7 @@ def _time_graph(fn: Callable[[], Any]) -> float:
     try:
         with torch.cuda.graph(graph):
             fn()
-    except Exception as exc:  # noqa: BLE001 - report and carry on: the table shows n/a
+    except Exception as exc:  # report and carry on: the table shows n/a
         print(f"  (not capturable: {type(exc).__name__}: {str(exc)[:80]})")
         torch.cuda.synchronize()
         return math.nan
@@ -156,7 +156,7 @@ def _time_rotating(fn: Callable[[int], Any], copies: int) -> float:
         with torch.cuda.graph(graph):
             for i in range(copies):
                 fn(i)
-    except Exception as exc:  # noqa: BLE001 - report and carry on: the table shows n/a
+    except Exception as exc:  # report and carry on: the table shows n/a
         print(f"  (not capturable: {type(exc).__name__}: {str(exc)[:80]})")
         torch.cuda.synchronize()
         return math.nan

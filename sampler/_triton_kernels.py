@@ -66,14 +66,8 @@ def _param(arg, row, MODE: tl.constexpr, FLOAT: tl.constexpr):
         if FLOAT:
             v = v.to(tl.float64, bitcast=True)
     else:
-        if MODE == 1:
-            v = tl.load(arg + row)
-        else:
-            v = tl.load(arg)
-        if FLOAT:
-            v = v.to(tl.float64)
-        else:
-            v = v.to(tl.int64)
+        v = tl.load(arg + row if MODE == 1 else arg)
+        v = v.to(tl.float64 if FLOAT else tl.int64)
     return v
 
 
@@ -108,12 +102,13 @@ def _key_words(seed, step):
 
 
 @triton.jit
-def _group_bits(groups, k0, k1, s0, s1, stream):
+def _group_bits(groups, seed, step, stream):
     """uint32 words [4 G] of tokens 4 * groups[0] ... 4 * groups[-1] + 3 (groups consecutive).
 
     One Philox call per group; tl.join keeps a group's 4 words in one thread, so no
     thread repeats another's Philox call.
     """
+    k0, k1, s0, s1 = _key_words(seed, step)
     c0 = groups.to(tl.uint32)
     zero = tl.zeros_like(c0)
     w0, w1, w2, w3 = _philox(c0, zero + s0, zero + s1, zero + stream, zero + k0, zero + k1)
@@ -123,7 +118,8 @@ def _group_bits(groups, k0, k1, s0, s1, stream):
 
 @triton.jit
 def _token_bits(ids, k0, k1, s0, s1):
-    """uint32 word of each token id in ``ids`` (any shape): one Philox call per id."""
+    """uint32 word of each token id in ``ids`` (any shape), keyed by the row's ``_key_words``:
+    one Philox call per id."""
     c0 = (ids // 4).to(tl.uint32)
     zero = tl.zeros_like(c0)
     w0, w1, w2, w3 = _philox(c0, zero + s0, zero + s1, zero, zero + k0, zero + k1)
@@ -138,24 +134,18 @@ def _log2(x, NEG: tl.constexpr, FAST_LOG: tl.constexpr):
         # The multi-function unit's log2 (absolute error about 2**-22; ftz: no input here is
         # denormal, w and e are >= 2**-33): one instruction, where tl.log / tl.log2 call
         # libdevice's accurate logf (about 20). The negation folds into its operand.
-        if NEG:
-            y = tl.inline_asm_elementwise(
-                "{ .reg .f32 t; neg.f32 t, $1; lg2.approx.ftz.f32 $0, t; }",
-                "=r,r",
-                [x],
-                dtype=tl.float32,
-                is_pure=True,
-                pack=1,
-            )
-        else:
-            y = tl.inline_asm_elementwise(
-                "lg2.approx.ftz.f32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1
-            )
+        y = tl.inline_asm_elementwise(
+            "{ .reg .f32 t; neg.f32 t, $1; lg2.approx.ftz.f32 $0, t; }"
+            if NEG
+            else "lg2.approx.ftz.f32 $0, $1;",
+            "=r,r",
+            [x],
+            dtype=tl.float32,
+            is_pure=True,
+            pack=1,
+        )
     else:
-        if NEG:
-            y = tl.log2(-x)
-        else:
-            y = tl.log2(x)
+        y = tl.log2(-x if NEG else x)
     return y
 
 
@@ -223,102 +213,45 @@ def _in_prefix(key, ids, cut_key, cut_id):
 
 
 @triton.jit
-def _scan_tile(
-    row_ptr,
-    vocab,
-    base,
-    t,
-    best_v,
-    best_t,
-    inv_t2,
-    k0,
-    k1,
-    s0,
-    s1,
-    GROUPS: tl.constexpr,
-    GREEDY: tl.constexpr,
-    MASKED: tl.constexpr,
-    FAST_LOG: tl.constexpr,
-):
-    """Fold the tile of 4 * GROUPS tokens from ``base`` into the lanes' best (score, tile)."""
-    lanes = tl.arange(0, 4 * GROUPS)
-    if MASKED:
-        logit = tl.load(row_ptr + base + lanes, mask=base + lanes < vocab, other=float("-inf"))
-    else:
-        logit = tl.load(row_ptr + base + lanes)
-    logit = logit.to(tl.float32)
-    if GREEDY:
-        score = logit
-    else:
-        # A masked token's -inf stays -inf: the noise is finite.
-        bits = _group_bits(base // 4 + tl.arange(0, GROUPS), k0, k1, s0, s1, 0)
-        score = logit * inv_t2 + _gumbel2(bits, FAST_LOG)
-    take = score > best_v
-    return tl.where(take, score, best_v), tl.where(take, t, best_t)
-
-
-@triton.jit
 def _scan_slice(
     row_ptr,
     vocab,
     part,
     inv_t2,
-    k0,
-    k1,
-    s0,
-    s1,
+    seed,
+    step,
     SLICE: tl.constexpr,
     GROUPS: tl.constexpr,
     GREEDY: tl.constexpr,
     MASKED: tl.constexpr,
     FAST_LOG: tl.constexpr,
 ):
-    """Best (score, id) of one slice: score = logit * inv_t2 + noise (logit alone if GREEDY).
+    """Best (score, id) of one slice: score = logit * inv_t2 + noise (logit alone if GREEDY),
+    folded tile by tile (4 * GROUPS tokens) into the lanes' best (score, tile).
 
     Each lane sees its tokens in increasing order, so a strict '>' keeps the lowest id of a
     tie; the final reduction breaks ties across lanes by id. Full slices unroll their tiles;
-    the row's last, partial slice loops (it would otherwise set the register budget).
+    the row's last, partial slice (MASKED) loops (it would otherwise set the register budget).
     """
     best_v = tl.full([4 * GROUPS], float("-inf"), tl.float32)
     best_t = tl.zeros([4 * GROUPS], tl.int32)
-    if MASKED:
-        for t in range(SLICE // (4 * GROUPS)):
-            best_v, best_t = _scan_tile(
-                row_ptr,
-                vocab,
-                part * SLICE + t * (4 * GROUPS),
-                t,
-                best_v,
-                best_t,
-                inv_t2,
-                k0,
-                k1,
-                s0,
-                s1,
-                GROUPS,
-                GREEDY,
-                MASKED,
-                FAST_LOG,
-            )
-    else:
-        for t in tl.static_range(SLICE // (4 * GROUPS)):
-            best_v, best_t = _scan_tile(
-                row_ptr,
-                vocab,
-                part * SLICE + t * (4 * GROUPS),
-                t,
-                best_v,
-                best_t,
-                inv_t2,
-                k0,
-                k1,
-                s0,
-                s1,
-                GROUPS,
-                GREEDY,
-                MASKED,
-                FAST_LOG,
-            )
+    for t in (range if MASKED else tl.static_range)(SLICE // (4 * GROUPS)):
+        base = part * SLICE + t * (4 * GROUPS)
+        lanes = tl.arange(0, 4 * GROUPS)
+        if MASKED:
+            logit = tl.load(row_ptr + base + lanes, mask=base + lanes < vocab, other=float("-inf"))
+        else:
+            logit = tl.load(row_ptr + base + lanes)
+        logit = logit.to(tl.float32)
+        if GREEDY:
+            score = logit
+        else:
+            # A masked token's -inf stays -inf: the noise is finite.
+            bits = _group_bits(base // 4 + tl.arange(0, GROUPS), seed, step, 0)
+            score = logit * inv_t2 + _gumbel2(bits, FAST_LOG)
+        take = score > best_v
+        best_v = tl.where(take, score, best_v)
+        best_t = tl.where(take, t, best_t)
     ids = part * SLICE + best_t * (4 * GROUPS) + tl.arange(0, 4 * GROUPS)
     # (highest score, lowest id): two plain reductions cost less than one over pairs.
     v = tl.max(best_v, 0)
@@ -376,76 +309,29 @@ def slice_kernel(
     ws_row = ws_ptr + row * WS_ROW
     masked = (part + 1) * SLICE > vocab
     if cls == 0:
-        k0, k1, s0, s1 = _key_words(seed, step)
         inv_t2 = (1.0 / tl.where(temp > 0.0, temp, 1.0) * 1.4426950408889634).to(tl.float32)
+        # One compiled scan per arm (GREEDY and MASKED are constexpr): T = 0 takes the logits
+        # alone, and only the row's last, partial slice masks its loads.
         if temp > 0.0:
             if masked:
                 v, i = _scan_slice(
-                    row_ptr,
-                    vocab,
-                    part,
-                    inv_t2,
-                    k0,
-                    k1,
-                    s0,
-                    s1,
-                    SLICE,
-                    GROUPS,
-                    False,
-                    True,
-                    FAST_LOG,
+                    row_ptr, vocab, part, inv_t2, seed, step, SLICE, GROUPS, False, True, FAST_LOG
                 )
                 tl.store(ws_row + part, _pack(_ordered_key(v), i))
             else:
                 v, i = _scan_slice(
-                    row_ptr,
-                    vocab,
-                    part,
-                    inv_t2,
-                    k0,
-                    k1,
-                    s0,
-                    s1,
-                    SLICE,
-                    GROUPS,
-                    False,
-                    False,
-                    FAST_LOG,
+                    row_ptr, vocab, part, inv_t2, seed, step, SLICE, GROUPS, False, False, FAST_LOG
                 )
                 tl.store(ws_row + part, _pack(_ordered_key(v), i))
         else:
             if masked:
                 v, i = _scan_slice(
-                    row_ptr,
-                    vocab,
-                    part,
-                    inv_t2,
-                    k0,
-                    k1,
-                    s0,
-                    s1,
-                    SLICE,
-                    GROUPS,
-                    True,
-                    True,
-                    FAST_LOG,
+                    row_ptr, vocab, part, inv_t2, seed, step, SLICE, GROUPS, True, True, FAST_LOG
                 )
                 tl.store(ws_row + part, _pack(_ordered_key(v), i))
             else:
                 v, i = _scan_slice(
-                    row_ptr,
-                    vocab,
-                    part,
-                    inv_t2,
-                    k0,
-                    k1,
-                    s0,
-                    s1,
-                    SLICE,
-                    GROUPS,
-                    True,
-                    False,
-                    FAST_LOG,
+                    row_ptr, vocab, part, inv_t2, seed, step, SLICE, GROUPS, True, False, FAST_LOG
                 )
                 tl.store(ws_row + part, _pack(_ordered_key(v), i))
     elif cls == 1:
@@ -463,10 +349,11 @@ def bits_kernel(out_ptr, vocab, seeds_ptr, steps_ptr, stream, GROUPS: tl.constex
     """Debug entry: the raw uint32 word of every token of every row, as the samplers draw it."""
     row = tl.program_id(0).to(tl.int64)
     part = tl.program_id(1)
-    k0, k1, s0, s1 = _key_words(tl.load(seeds_ptr + row), tl.load(steps_ptr + row))
+    seed = tl.load(seeds_ptr + row)
+    step = tl.load(steps_ptr + row)
     g = part * GROUPS + tl.arange(0, GROUPS)
     tok = part * (4 * GROUPS) + tl.arange(0, 4 * GROUPS)
-    x = _group_bits(g, k0, k1, s0, s1, (tl.zeros([], tl.int64) + stream).to(tl.uint32))
+    x = _group_bits(g, seed, step, (tl.zeros([], tl.int64) + stream).to(tl.uint32))
     tl.store(out_ptr + row * vocab + tok, x.to(tl.int32, bitcast=True), mask=tok < vocab)
 
 
@@ -540,10 +427,8 @@ def _sample_kept(
     inv_t,
     row_max,
     log_min_p,
-    k0,
-    k1,
-    s0,
-    s1,
+    seed,
+    step,
     cut_key,
     cut_id,
     GROUPS: tl.constexpr,
@@ -562,7 +447,7 @@ def _sample_kept(
         key = _ordered_key(logit)
         keep = valid & _in_prefix(key, tok, cut_key, cut_id)
         keep = keep & ((logit.to(tl.float64) - row_max) * inv_t >= log_min_p)
-        noise = _gumbel2(_group_bits(base // 4 + groups, k0, k1, s0, s1, 0), FAST_LOG)
+        noise = _gumbel2(_group_bits(base // 4 + groups, seed, step, 0), FAST_LOG)
         score = tl.where(keep, logit * inv_t2 + noise, float("-inf"))
         tok = tl.where(keep, tok, 2147483647)
         take = (score > best_v) | ((score == best_v) & (tok < best_i))
@@ -714,10 +599,8 @@ def row_kernel(
                 inv_t,
                 row_max,
                 log_min_p,
-                k0,
-                k1,
-                s0,
-                s1,
+                seed,
+                step,
                 cut_key,
                 cut_id,
                 GROUPS,
