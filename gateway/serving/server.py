@@ -35,6 +35,35 @@ class _HeadTooLarge(Exception):
     """Raised from a parser callback to stop parsing a head that is over the cap."""
 
 
+class _LingeringTransport:
+    """The connection's transport as uvicorn sees it, with one change: closing it
+    while the client is still sending its request body becomes a lingering close.
+
+    A client that sends its whole body before it reads (Python's urllib and
+    requests do, with ``Connection: close``) and is answered early, say with a
+    413, would otherwise get a reset: closing a socket with unread input makes
+    the kernel send RST, which destroys the answer before the client reads it.
+    """
+
+    __slots__ = ("_transport", "_protocol", "write", "is_closing")
+
+    def __init__(self, transport: asyncio.Transport, protocol: _GuardedHttpToolsProtocol) -> None:
+        self._transport = transport
+        self._protocol = protocol
+        # Bound once: these run for every response.
+        self.write = transport.write
+        self.is_closing = transport.is_closing
+
+    def close(self) -> None:
+        if self._protocol.body_pending and not self._protocol.lingering:
+            self._protocol.linger_then_close()
+        else:
+            self._transport.close()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._transport, name)
+
+
 class _GuardedHttpToolsProtocol(HttpToolsProtocol):
     """HttpToolsProtocol with a cap on request-head bytes (431) and a deadline for a
     request head, counted from a new connection or a request's first byte (408)."""
@@ -42,6 +71,10 @@ class _GuardedHttpToolsProtocol(HttpToolsProtocol):
     max_head_bytes = 64 * 1024
     head_timeout = 10.0
     linger = 2.0
+    # After an early answer to a request whose body is still arriving: read and
+    # drop at most this much of it, for at most this long, then close.
+    body_linger = 5.0
+    body_linger_bytes = 64 * 1024 * 1024
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
@@ -51,7 +84,10 @@ class _GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._parsed_bytes = 0
         self._head_too_large = False
         self._head_timer: asyncio.TimerHandle | None = None
-        self._lingering = False
+        self.lingering = False
+        self.body_pending = False
+        self._lingered = 0
+        self._raw: asyncio.Transport | None = None
 
     def _arm(self) -> None:
         self._in_head = True
@@ -83,14 +119,24 @@ class _GuardedHttpToolsProtocol(HttpToolsProtocol):
         # a reset, which can destroy the answer before the client reads it
         # (nginx's "lingering close").
         self._disarm()
-        self._lingering = True
+        self.lingering = True
         self.transport.write(response)
         if self.transport.can_write_eof():
             self.transport.write_eof()
         self.loop.call_later(self.linger, self.transport.close)
 
+    def linger_then_close(self) -> None:
+        """Close once the client has stopped sending, or after ``body_linger`` (the
+        answer is already written; what still arrives is dropped)."""
+        assert self._raw is not None  # set in connection_made
+        self.lingering = True
+        if self._raw.can_write_eof():
+            self._raw.write_eof()
+        self.loop.call_later(self.body_linger, self._raw.close)
+
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
+        self._raw = transport
+        super().connection_made(_LingeringTransport(transport, self))  # type: ignore[arg-type]
         self._arm()
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -119,10 +165,18 @@ class _GuardedHttpToolsProtocol(HttpToolsProtocol):
 
     def on_headers_complete(self) -> None:
         self._disarm()
+        self.body_pending = True
         super().on_headers_complete()
 
+    def on_message_complete(self) -> None:
+        self.body_pending = False
+        super().on_message_complete()
+
     def data_received(self, data: bytes) -> None:
-        if self._lingering:
+        if self.lingering:
+            self._lingered += len(data)
+            if self._lingered > self.body_linger_bytes and self._raw is not None:
+                self._raw.close()
             return
         super().data_received(data)
         if not self._in_head or self.transport.is_closing():
