@@ -371,9 +371,14 @@ def _select_one(select: Select, obj: dict[str, Any], path: str, walk: Walk) -> A
     if action == "strip":
         walk.outcomes.append(Outcome(path, STRIPPED, f"{key} '{chosen}'"))
         return _STRIPPED
-    if action == "reject" and not rule.is_neutral(obj):
-        walk.reject(where, _unselected(select, chosen, where, rule, named=named))
-        return obj
+    if action == "reject":
+        if not rule.is_neutral(obj):
+            walk.reject(where, _unselected(select, chosen, where, rule, named=named))
+            return obj
+        walk.outcomes.append(
+            Outcome(path, NEUTRAL, "dropped" if rule.drop_neutral else "forwarded")
+        )
+        return _STRIPPED if rule.drop_neutral else obj
     if type(obj) not in rule.accepts:
         problem = rule.check(obj, path)
         if problem is not None:
