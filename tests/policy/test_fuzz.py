@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hypothesis import given
+import pytest
+from hypothesis import find, given
 from hypothesis import strategies as st
 
 from gateway.policy.engine import apply_policy
@@ -43,3 +44,19 @@ def test_policy_decides_every_body(route: str, body: dict[str, Any]) -> None:
         assert rule.action != "strip", name
         if rule.action == "reject":
             assert rule.is_neutral(decision.body[name]), name
+
+
+def _rejected_inside(body: dict[str, Any], marker: str) -> bool:
+    decision = apply_policy(POLICY, "/v1/chat/completions", body)
+    return decision.error is not None and marker in (decision.error.param or "")
+
+
+@pytest.mark.parametrize("marker", ["].content[", "].role"])
+def test_the_bodies_reach_inside_messages(marker: str) -> None:
+    # The strategy is worth its examples only if it gets past the top level: it
+    # finds a body rejected for a content part, and one for a role.
+    def inside(body: dict[str, Any]) -> bool:
+        return _rejected_inside(body, marker)
+
+    found = find(request_bodies("/v1/chat/completions"), inside, settings=fuzz_settings(2000))
+    assert _rejected_inside(found, marker)

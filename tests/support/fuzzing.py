@@ -8,6 +8,7 @@ the same inputs every run and a failure there is reproducible.
 from __future__ import annotations
 
 import os
+import re
 from typing import Any
 
 import orjson
@@ -83,13 +84,74 @@ json_values = st.recursive(
     ),
     max_leaves=10,
 )
-messages = st.lists(
+# Inside messages: the roles and part types the default policy names, a few it
+# does not, and the keys of each, mostly well-formed so that the walk goes deep.
+ROLES = ["system", "developer", "user", "assistant", "tool", "function", "wizard", ""]
+PART_TYPES = ["text", "image_url", "input_audio", "file", "refusal", "video"]
+part_values = {
+    "text": st.text(max_size=10),
+    "image_url": st.fixed_dictionaries({"url": st.text(max_size=10)}),
+    "input_audio": st.fixed_dictionaries({"data": st.text(max_size=5), "format": st.just("wav")}),
+    "file": st.fixed_dictionaries({"file_id": st.text(max_size=5)}),
+    "refusal": st.text(max_size=10),
+    "video": json_values,
+}
+
+
+@st.composite
+def content_parts(draw: st.DrawFn) -> Any:
+    """A content part: usually ``{"type": T, T: value}``, sometimes anything."""
+    if draw(st.integers(0, 9)) == 0:
+        return draw(json_values)
+    kind = draw(st.sampled_from(PART_TYPES))
+    part: dict[str, Any] = {"type": kind, kind: draw(part_values[kind])}
+    if draw(st.integers(0, 9)) == 0:
+        part.update(draw(st.dictionaries(st.sampled_from(["type", "x", kind]), json_values)))
+    return part
+
+
+tool_calls = st.lists(
     st.fixed_dictionaries(
-        {"role": st.sampled_from(["user", "system"]), "content": st.text(max_size=20)}
+        {
+            "id": st.text(max_size=5),
+            "type": st.sampled_from(["function", "other"]),
+            "function": st.fixed_dictionaries(
+                {
+                    "name": st.text(max_size=5),
+                    "arguments": st.one_of(st.text(max_size=5), json_values),
+                }
+            ),
+        }
     ),
-    min_size=1,
-    max_size=3,
+    max_size=2,
 )
+
+
+@st.composite
+def chat_messages(draw: st.DrawFn) -> dict[str, Any]:
+    """One message: a role (mostly a known one) and keys a client might send."""
+    if draw(st.integers(0, 19)) == 0:
+        return draw(st.dictionaries(st.sampled_from(["role", "content", "x"]), json_values))
+    message: dict[str, Any] = {"role": draw(st.sampled_from(ROLES[:4] * 3 + ROLES[4:]))}
+    roll = draw(st.integers(0, 9))
+    if roll < 5:
+        message["content"] = draw(st.text(max_size=20))
+    elif roll < 9:
+        message["content"] = draw(st.lists(content_parts(), max_size=3))
+    extras = {
+        "name": st.text(max_size=5),
+        "tool_calls": tool_calls,
+        "tool_call_id": st.text(max_size=5),
+        "refusal": st.text(max_size=5),
+        "audio": json_values,
+        "colour": json_values,
+    }
+    for key in draw(st.lists(st.sampled_from(sorted(extras)), max_size=2, unique=True)):
+        message[key] = draw(extras[key])
+    return message
+
+
+messages = st.lists(chat_messages(), min_size=1, max_size=4)
 field_names = st.one_of(st.sampled_from(FIELD_NAMES), st.text(max_size=12))
 
 
@@ -224,9 +286,38 @@ def check_error_shape(status: int, payload: Any, body: Any) -> None:
     if error["code"] in FIELD_CODES:
         param = error["param"]
         assert isinstance(param, str), error
-        keys = (set(body) if isinstance(body, dict) else set()) | REQUIRED
-        named = any(param == k or param.startswith((k + ".", k + "[")) for k in keys)
-        assert named, (param, keys)
+        # The path names what is in the request; a missing key's parent is. (A
+        # duplicate key is named as the raw text has it: the parsed body kept one.)
+        missing = error["code"] == "missing_required_parameter"
+        if error["code"] != "duplicate_key":
+            assert path_exists(body, param, missing=missing), (param, body)
+
+
+def path_exists(node: Any, path: str, *, missing: bool = False) -> bool:
+    """Whether ``path`` (``messages[2].content[1].type``) leads to a value inside
+    ``node`` (with ``missing``: or to an object that lacks the last key). Keys may
+    hold dots and brackets themselves, so every key that the path starts with is tried."""
+    if isinstance(node, dict):
+        for key, value in node.items():
+            if not isinstance(key, str) or not path.startswith(key):
+                continue
+            rest = path[len(key) :]
+            if not rest:
+                return True
+            if rest[0] == ".":
+                rest = rest[1:]
+            elif rest[0] != "[":
+                continue
+            if path_exists(value, rest, missing=missing):
+                return True
+        return missing and "." not in path and "[" not in path
+    if isinstance(node, list):
+        match = re.match(r"\[(\d+)\]\.?", path)
+        if match is None or int(match.group(1)) >= len(node):
+            return False
+        rest = path[match.end() :]
+        return not rest or path_exists(node[int(match.group(1))], rest, missing=missing)
+    return False
 
 
 def check_forwardable(route: str, forwarded: bytes) -> None:
