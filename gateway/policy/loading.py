@@ -11,6 +11,7 @@ import difflib
 import hashlib
 import json
 import re
+import types
 import typing
 from pathlib import Path
 from typing import Any
@@ -48,8 +49,11 @@ def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
         if info is None:
             return None
         annotation = info.annotation
+        members = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if typing.get_origin(annotation) in (typing.Union, types.UnionType) and len(members) == 1:
+            annotation = members[0]  # X | None
         origin = typing.get_origin(annotation)
-        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        args = typing.get_args(annotation)
         if origin in (dict, list):
             pending = args[-1]
             model = None

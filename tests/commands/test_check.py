@@ -27,8 +27,8 @@ def run_check(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int,
 # One fixture per mistake the issue lists, with the exact lines check must print.
 BROKEN_CASES = {
     "unknown-action": [
-        f":6: {CHAT}.logprobs.action: Input should be 'pass', 'reject', 'strip', 'rename' or "
-        "'default', got \"rejct\" (did you mean 'reject'?)"
+        f":6: {CHAT}.logprobs.action: Input should be 'pass', 'reject', 'strip', 'rename', "
+        "'default' or 'fanout', got \"rejct\" (did you mean 'reject'?)"
     ],
     "unknown-key": [f":9: {CHAT}.n.nuetral: unknown key 'nuetral' (did you mean 'neutral'?)"],
     "wrong-type": [
@@ -255,8 +255,56 @@ HEAD = "routes:\n  /v1/chat/completions:\n    fields:\n      model: {action: pas
                 ":10: models.m.routes./v1/chat/completions.fields.model.acton: unknown key "
                 "'acton' (did you mean 'action'?)",
                 ":11: models.m.routes./v1/chat/completions.fields.n.action: Input should be "
-                "'pass', 'reject', 'strip', 'rename' or 'default', got \"rejct\" (did you mean "
-                "'reject'?)",
+                "'pass', 'reject', 'strip', 'rename', 'default' or 'fanout', got \"rejct\" "
+                "(did you mean 'reject'?)",
+            ],
+        ),
+        (
+            HEAD + "      messages:\n        action: pass\n        select:\n          key: role\n"
+            "          rules:\n            user:\n              fields:\n"
+            "                content: {action: pass, tpye: string}\n"
+            "            bot: {action: rename, to: robot}\n"
+            "            dev: {action: default, value: 1}\n"
+            "          unknwn: {action: reject}\n",
+            [
+                f":12: {CHAT}.messages.select.rules.user.fields.content.tpye: unknown key 'tpye' "
+                "(did you mean 'type'?)",
+                f":15: {CHAT}.messages.select.unknwn: unknown key 'unknwn' (did you mean "
+                "'unknown'?)",
+            ],
+        ),
+        (
+            HEAD + "      messages:\n        action: pass\n        select:\n          key: role\n"
+            "          rules:\n            bot: {action: rename, to: robot}\n"
+            "            dev: {action: default, value: 1}\n"
+            "            old: {action: rename, to: gone}\n            gone: {action: reject}\n",
+            [
+                f":10: {CHAT}.messages.select.rules.bot.to: renames role onto 'robot', which "
+                "these rules do not name",
+                f":11: {CHAT}.messages.select.rules.dev.action: action 'default' is not for a "
+                "select's rules",
+                f":12: {CHAT}.messages.select.rules.old.to: renames role onto 'gone', which "
+                "these rules reject: the renamed member would bypass that rule",
+            ],
+        ),
+        (
+            HEAD + "      stream: {action: pass, type: boolean, fields: {}}\n"
+            "      seed: {action: pass, type: integer, select: {key: k}}\n"
+            "      name: {action: pass, type: string, pattern: '(unclosed'}\n",
+            [
+                f":5: {CHAT}.stream.fields: 'fields' is for object values, and type excludes them",
+                f":6: {CHAT}.seed.select: 'select' is for arrays of objects or an object, and "
+                "type excludes both",
+                f":7: {CHAT}.name.pattern: not a regular expression: missing ), unterminated "
+                "subpattern at position 0",
+            ],
+        ),
+        (
+            HEAD + "      n: {action: fanout, type: integer}\n      best_of: {action: fanout}\n",
+            [
+                f":5: {CHAT}.n: action 'fanout' needs 'maximum' (the most requests one client "
+                "request may become)",
+                f":6: {CHAT}.best_of.action: action 'fanout' is only for the field 'n'",
             ],
         ),
         (

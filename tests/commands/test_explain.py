@@ -47,20 +47,57 @@ def test_rejection_is_explained_with_the_exact_400(
     assert status == 1
     lines = out.splitlines()
     assert lines[0].startswith("POST /v1/chat/completions   policy ")
-    rows = [line.split(maxsplit=2) for line in lines[1:7]]
+    rows = [line.split(maxsplit=2) for line in lines[1:9]]
     assert [r[:2] for r in rows] == [
         ["model", "passed"],
         ["messages", "passed"],
+        ["messages[0].role", "passed"],
+        ["messages[0].content", "passed"],
         ["logprobs", "rejected"],
-        ["n", "neutral"],
+        ["n", "passed"],
         ["user", "stripped"],
         ["max_completion_tokens", "renamed"],
     ]
-    assert rows[2][2].startswith("Unsupported parameter: 'logprobs' is not supported")
-    assert lines[7] == "-> HTTP 400 to the client, the engine is not called:"
-    error = json.loads(lines[8])["error"]
+    assert rows[2][2] == "rule for 'user'"
+    assert rows[4][2].startswith("Unsupported parameter: 'logprobs' is not supported")
+    assert lines[9] == "-> HTTP 400 to the client, the engine is not called:"
+    error = json.loads(lines[10])["error"]
     assert error["param"] == "logprobs" and error["code"] == "unsupported_parameter"
-    assert len(lines) == 9
+    assert len(lines) == 11
+
+
+def test_nested_decisions_and_fan_out_are_shown(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    messages = [
+        {"role": "developer", "content": "Be brief."},
+        {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+    ]
+    request = write(tmp_path, chat_bytes(messages=messages, n=3, seed=7))
+    status, out = explain(["--policy", str(POLICY), request], capsys)
+    assert status == 0
+    lines = out.splitlines()
+    assert "  messages[0].role             renamed    'developer' to 'system'" in lines
+    assert "  messages[1].content[0].type  passed     rule for 'text'" in lines
+    assert "  n                            fanout     3 requests" in lines
+    assert lines[-2] == (
+        "-> forwarded to the engine (changed by the policy; sent 3 times, the answers merged "
+        "into one):"
+    )
+    forwarded = json.loads(lines[-1])
+    assert forwarded["messages"][0]["role"] == "system" and "n" not in forwarded
+
+    image = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": "x"}}]}]
+    status, out = explain(
+        ["--policy", str(POLICY), "--json", write(tmp_path, chat_bytes(messages=image))], capsys
+    )
+    assert status == 1
+    result = json.loads(out)
+    assert result["error"]["error"]["param"] == "messages[0].content[0].type"
+    assert {"field": "messages[0].content[0].type", "outcome": "rejected"}.items() <= next(
+        f for f in result["fields"] if f["field"] == "messages[0].content[0].type"
+    ).items()
+    assert result["fanout"] == 1
 
 
 def test_forwarded_body_is_shown(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -123,14 +160,14 @@ def test_completions_route_is_guessed_or_given(
 def test_request_on_stdin_and_json_output(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(chat_bytes(n=2))))
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(chat_bytes(n=9))))
     status, out = explain(["--policy", str(POLICY), "--json"], capsys)
     assert status == 1
     result = json.loads(out)
     assert result["status"] == 400
     assert result["forwarded"] is None
     assert result["error"]["error"]["param"] == "n"
-    assert {"field": "n", "outcome": "rejected"}.items() <= result["fields"][2].items()
+    assert {"field": "n", "outcome": "rejected"}.items() <= result["fields"][4].items()
 
 
 def test_bad_input_and_bad_policy(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
