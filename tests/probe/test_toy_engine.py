@@ -35,7 +35,8 @@ from gateway.probe.verdict import (
     REJECTED,
     Verdict,
 )
-from gateway.probe.writer import flow, render_policy
+from gateway.probe.writer import render_policy
+from gateway.probe.yamltext import Noted, entry_lines, flow
 from tests.support.probes import outcomes
 from tests.support.toyengine import ToyEngine
 
@@ -353,6 +354,50 @@ def test_flow_style_reads_back_as_the_same_json_value(value: Any) -> None:
         assert isinstance(back, float) and back == value
     else:
         assert json_equal(back, value)
+
+
+def _without_notes(value: Any) -> Any:
+    if isinstance(value, Noted):
+        return _without_notes(value.value)
+    if isinstance(value, dict):
+        return {k: _without_notes(v) for k, v in value.items()}
+    return value
+
+
+# Nested mappings whose entries may carry a comment of any text, as the messages rule
+# does: an engine's message with a line break YAML knows (U+2028, U+0085) among them.
+NOTED = st.recursive(
+    JSON,
+    lambda inner: st.dictionaries(
+        st.text(), inner | st.builds(Noted, inner, st.text()), min_size=1, max_size=4
+    ),
+    max_leaves=16,
+)
+
+
+@given(NOTED)
+@example({"a": Noted({"b": 1}, "x\u2028unknown_fields: pass\x85c: 2\nd: 3")})
+@example({"k" * 1200: {"b": Noted(1, "long key")}})
+def test_block_style_with_comments_reads_back_as_the_same_json_value(value: Any) -> None:
+    text = "\n".join(entry_lines("key", value, "")) + "\n"
+    back = yaml.safe_load(text)
+    assert json_equal(back, {"key": _without_notes(value)})
+
+
+def test_an_engines_message_cannot_write_policy_through_a_comment() -> None:
+    toy = ToyEngine()
+
+    def sly(request: httpx.Request) -> httpx.Response:
+        if b'"seed"' in request.content:
+            message = "no\u2028unknown_fields: pass\u2029routes: {}\x85version: 2"
+            return httpx.Response(400, json={"error": {"message": message}})
+        return toy(request)
+
+    with EngineClient("http://toy", transport=httpx.MockTransport(sly)) as client:
+        result = probe_engine(client, upstream="http://toy", model="toy", routes=[CHAT])
+    assert verdict(result, CHAT, "seed").outcome == REJECTED
+    policy = parse_policy_text(render_policy(result))
+    assert policy.unknown_fields == "reject" and list(policy.routes) == [CHAT]
 
 
 # -- report, table, progress -------------------------------------------------------------
