@@ -20,8 +20,19 @@ from gateway.policy.file import PolicyFile
 from gateway.policy.loading import load_policy_file
 from gateway.probe.checks import UNKNOWN, UNKNOWN_FIELD
 from gateway.probe.client import EngineClient
+from gateway.probe.fields import PROBED
+from gateway.probe.messages import (
+    AUDIO_PART,
+    DEVELOPER_ROLE,
+    FILE_PART,
+    IMAGE_PART,
+    SYSTEM_ROLE,
+    TEXT_PART,
+    TOOL_MESSAGE,
+    UNKNOWN_ROLE,
+)
 from gateway.probe.route import CHAT, COMPLETIONS
-from gateway.probe.runner import ProbeResult, probe_engine
+from gateway.probe.runner import ProbeResult, planned_requests, probe_engine
 from gateway.probe.verdict import HONOURED, IGNORED, REJECTED
 from gateway.probe.writer import render_policy
 from refengine import create_app as create_engine
@@ -56,6 +67,16 @@ EXPECTED = {
         "response_format": IGNORED,
         "max_completion_tokens": IGNORED,
         UNKNOWN: IGNORED,
+        # Its ChatML template renders any role string and a message's text parts; it
+        # drops other parts, and an assistant's tool calls, without a word.
+        SYSTEM_ROLE: HONOURED,
+        DEVELOPER_ROLE: HONOURED,
+        UNKNOWN_ROLE: IGNORED,
+        TEXT_PART: HONOURED,
+        IMAGE_PART: IGNORED,
+        AUDIO_PART: IGNORED,
+        FILE_PART: IGNORED,
+        TOOL_MESSAGE: IGNORED,
     },
     COMPLETIONS: {f: HONOURED for f in HONOURED_BY_BOTH}
     | {"logit_bias": IGNORED, "n": IGNORED, "logprobs": REJECTED, UNKNOWN: IGNORED},
@@ -103,7 +124,22 @@ def test_every_other_field_is_found_as_the_engine_implements_it(probed: Probed, 
 
 
 def test_the_probe_stays_within_its_request_budget(probed: Probed) -> None:
-    assert probed.result.requests <= 100
+    assert probed.result.requests <= planned_requests([CHAT, COMPLETIONS]) == 85 <= 100
+
+
+def test_the_evidence_inside_messages_is_the_prompt_tokens(probed: Probed) -> None:
+    found = probed.result.route(CHAT)
+    assert found is not None
+    image = found.verdict(IMAGE_PART)
+    assert image is not None
+    assert "dropped without a word" in image.summary
+    assert "prompt tokens, as many as for the text part alone" in image.summary
+    assert '"type": "image_url"' in image.trials[0].sent
+    assert "prompt tokens" in image.trials[0].got
+    tool = found.verdict(TOOL_MESSAGE)
+    assert tool is not None
+    assert tool.summary.startswith("the tool call is dropped")
+    assert "tool call arguments 9 words longer: +0" in tool.summary
 
 
 def _rules(policy: PolicyFile, route: str) -> dict[str, dict[str, Any]]:
@@ -200,7 +236,9 @@ def _send(client: openai.OpenAI, route: str, fields: dict[str, Any]) -> Any:
 def test_the_written_policy_turns_exactly_the_unhonoured_fields_into_400s(
     probed: Probed, gateway: openai.OpenAI, route: str
 ) -> None:
-    verdicts = outcomes(probed.result, route)
+    verdicts = {
+        f: o for f, o in outcomes(probed.result, route).items() if f in PROBED[route] | {UNKNOWN: 1}
+    }
     values = dict(PROBE_VALUES)
     values["logprobs"] = {"logprobs": True if route == CHAT else 1}
     refused: set[str] = set()
