@@ -1,11 +1,15 @@
 """The policy file a probe writes: honoured fields pass with their type and range
 checks; fields the engine ignores, refuses or fails on are rejected (neutral values
-excepted); each rule carries a comment with the verdict, its evidence and the date."""
+excepted); an ``n`` the engine does not honour is served by fan-out; inside messages,
+a rule per role and content part (message_rules.py). Each rule carries a comment
+with the verdict, its evidence and the date."""
 
 from __future__ import annotations
 
 from gateway.probe.checks import UNKNOWN
 from gateway.probe.fields import PROBED, UNPROBED, Rule
+from gateway.probe.message_rules import messages_rule
+from gateway.probe.route import CHAT
 from gateway.probe.runner import ProbeResult, RouteResult
 from gateway.probe.verdict import (
     BROKEN,
@@ -19,6 +23,8 @@ from gateway.probe.verdict import (
 from gateway.probe.yamltext import comment, entry_lines, flow, key, quoted
 
 _KEY_ORDER = ("action", "to", "type", "required")
+# n served by the gateway's fan-out: the most engine requests one client request becomes.
+FANOUT_MAXIMUM = 8
 
 
 def _rule_lines(name: str, rule: Rule, indent: str) -> list[str]:
@@ -37,6 +43,10 @@ def probed_rule(route: RouteResult, name: str, verdict: Verdict) -> Rule:
     neutral = spec.pop("neutral", [])
     if verdict.outcome == HONOURED:
         return {"action": "pass", **spec}
+    if name == "n":
+        # Any other verdict: the gateway asks the engine n times and merges the answers,
+        # which is right even for an engine that honours n after all.
+        return {"action": "fanout", **spec, "maximum": FANOUT_MAXIMUM}
     if name == "max_completion_tokens":
         max_tokens = route.verdict("max_tokens")
         if max_tokens is not None and max_tokens.outcome == HONOURED:
@@ -71,8 +81,10 @@ def render_policy(result: ProbeResult, *, schema: str | None = None) -> str:
     lines += [
         "# Each probed field's rule says what the probe measured and how. Honoured fields",
         "# pass with the spec's type and range checks; fields the engine ignores, refuses or",
-        "# fails on are rejected, their neutral values excepted. Re-probe after every engine",
-        "# upgrade and review the diff; check an edit with: ft-gateway check FILE",
+        "# fails on are rejected, their neutral values excepted; an n it does not honour is",
+        "# served by fan-out. Inside messages, each role and content part probed is passed",
+        "# or rejected the same way. Re-probe after every engine upgrade and review the diff;",
+        "# check an edit with: ft-gateway check FILE",
     ]
     if result.extra:
         lines += comment(f"Every probe request also carried {flow(result.extra)}.", "")
@@ -110,11 +122,15 @@ def _route_lines(route: RouteResult, result: ProbeResult, day: str) -> list[str]
     indent = "      "
     lines = [f"  {route.route}:", "    fields:"]
     named: set[str] = set()
-    for note, rules in UNPROBED[route.route]:
+    for index, (note, rules) in enumerate(UNPROBED[route.route]):
         lines += comment(note, indent)
         for name, rule in rules.items():
             lines += _rule_lines(name, rule, indent)
             named.add(name)
+        if index == 0 and route.route == CHAT:
+            # After the request itself (model), the rules inside its messages.
+            lines += entry_lines("messages", messages_rule(route.verdict, day), indent)
+            named.add("messages")
         lines.append("")
     extra = [k for k in result.extra if k not in named and k not in PROBED[route.route]]
     if extra:
@@ -130,6 +146,11 @@ def _route_lines(route: RouteResult, result: ProbeResult, day: str) -> list[str]
             note = "REVIEW BY HAND. " + note
         if rule["action"] == "rename":
             note += "; renamed to max_tokens, which the engine honours"
+        if rule["action"] == "fanout":
+            note += (
+                f"; served by fan-out: the gateway asks the engine n times (up to "
+                f"{FANOUT_MAXIMUM}) and merges the answers"
+            )
         lines += comment(note, indent)
         lines += _rule_lines(verdict.field, rule, indent)
     lines.append("")
