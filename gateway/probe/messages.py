@@ -131,7 +131,7 @@ def check_unknown_role(probe: Probe) -> Verdict:
     if bad is not None:
         if bad.outcome == REJECTED:
             return Verdict(UNKNOWN_ROLE, REJECTED, f"{what}: {bad.summary}", (trial,))
-        if bad.outcome == BROKEN and answer.status is not None:
+        if bad.outcome == BROKEN and (answer.status or 0) >= 500:
             summary = f"{what}: {bad.summary}: a client's mistake answered as a server failure"
             return Verdict(UNKNOWN_ROLE, BROKEN, summary, (trial,))
         return bad

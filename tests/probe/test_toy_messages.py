@@ -6,10 +6,12 @@ from __future__ import annotations
 
 from typing import Any
 
+import httpx
 import pytest
 
 from gateway.policy.engine import Policy, apply_policy
 from gateway.policy.loading import parse_policy_text
+from gateway.probe.client import EngineClient
 from gateway.probe.messages import (
     AUDIO_PART,
     CHECKED,
@@ -26,7 +28,7 @@ from gateway.probe.messages import (
     tool_exchange,
 )
 from gateway.probe.route import CHAT, COMPLETIONS
-from gateway.probe.runner import ProbeResult
+from gateway.probe.runner import ProbeResult, probe_engine
 from gateway.probe.verdict import BROKEN, HONOURED, IGNORED, INCONCLUSIVE, REJECTED
 from gateway.probe.writer import render_policy
 from tests.support.probes import BOTH, comments, outcomes, run_probe, verdict
@@ -217,6 +219,22 @@ def test_without_prompt_tokens_the_checks_inside_messages_are_inconclusive() -> 
         # A part's request is refused at its text part, itself not verified.
         where = "messages[0].content[0].type" if name in PART_TYPES else REQUESTS[name][1]
         assert refused_at(result, name) == where, name
+
+
+def test_an_unknown_role_answered_without_a_text_is_broken_but_not_a_server_failure() -> None:
+    toy = ToyEngine(inside={WIZARD: RENDER})
+
+    def empty_for_wizard(request: httpx.Request) -> httpx.Response:
+        if WIZARD.encode() in request.content:
+            return httpx.Response(200, json={"choices": [{"message": {"content": None}}]})
+        return toy(request)
+
+    with EngineClient("http://toy", transport=httpx.MockTransport(empty_for_wizard)) as client:
+        result = probe_engine(client, upstream="http://toy", model="toy", routes=[CHAT])
+    found = verdict(result, CHAT, UNKNOWN_ROLE)
+    assert found.outcome == BROKEN
+    assert "HTTP 200 without a text" in found.summary and "server failure" not in found.summary
+    assert refused_at(result, UNKNOWN_ROLE) == "messages[0].role"
 
 
 def test_the_checks_inside_messages_stay_within_their_requests() -> None:
