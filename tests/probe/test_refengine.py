@@ -32,9 +32,9 @@ from gateway.probe.messages import (
     TEXT_PART,
     TOOL_MESSAGE,
     UNKNOWN_ROLE,
-    part,
     tool_exchange,
 )
+from gateway.probe.parts import part
 from gateway.probe.route import CHAT, COMPLETIONS
 from gateway.probe.runner import ProbeResult, planned_requests, probe_engine
 from gateway.probe.verdict import HONOURED, IGNORED, REJECTED

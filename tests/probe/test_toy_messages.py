@@ -24,9 +24,9 @@ from gateway.probe.messages import (
     TOOL_MESSAGE,
     UNKNOWN_ROLE,
     WIZARD,
-    part,
     tool_exchange,
 )
+from gateway.probe.parts import part
 from gateway.probe.route import CHAT, COMPLETIONS
 from gateway.probe.runner import ProbeResult, probe_engine
 from gateway.probe.verdict import BROKEN, HONOURED, IGNORED, INCONCLUSIVE, REJECTED
