@@ -66,6 +66,8 @@ class Probe:
     client: EngineClient
     route: ProbeRoute
     baseline: Baseline = field(default_factory=lambda: Baseline([], []))
+    # Answers more than one check compares against, by name, sent by the first.
+    references: dict[str, Answer] = field(default_factory=dict)
 
     def post(self, **fields: Any) -> Answer:
         """The base request with ``fields``, non-streaming."""
@@ -75,14 +77,25 @@ class Probe:
         """The base request with ``fields``, read as an event stream."""
         return self.client.stream(self.route.path, self.route.body(**fields))
 
+    def reference(self, name: str, **fields: Any) -> Answer:
+        """The base request with ``fields``, sent once: later checks read it back from
+        ``references`` (and send nothing) under the same ``name``."""
+        answer = self.references.get(name)
+        if answer is None:
+            answer = self.references[name] = self.post(**fields)
+        return answer
+
     def revive(self) -> bool:
         """After time-outs in a row, one plain request: True if the engine answers again."""
         answer = self.client.post(self.route.path, self.route.body(temperature=0), force=True)
         return answer.status is not None
 
-    def judge(self, field: str, answer: Answer) -> tuple[Trial, Verdict | None]:
-        """The answer's evidence, and a verdict if it failed or a 200 came without a text."""
-        trial = self.route.trial(answer)
+    def judge(
+        self, field: str, answer: Answer, *, counted: bool = False
+    ) -> tuple[Trial, Verdict | None]:
+        """The answer's evidence, and a verdict if it failed or a 200 came without a text.
+        ``counted``: the evidence shows the prompt tokens (see ProbeRoute.trial)."""
+        trial = self.route.trial(answer, counted=counted)
         bad = failure(field, answer, trial)
         if bad is None and answer.events is None and self.route.text(answer) is None:
             bad = Verdict(
@@ -94,7 +107,7 @@ class Probe:
         return trial, bad
 
     def post_each(
-        self, field: str, requests: list[dict[str, Any]]
+        self, field: str, requests: list[dict[str, Any]], *, counted: bool = False
     ) -> tuple[list[Answer], list[Trial], Verdict | None]:
         """Send each request in turn, stopping at the first that fails (its verdict)."""
         answers: list[Answer] = []
@@ -102,7 +115,7 @@ class Probe:
         for fields in requests:
             answer = self.post(**fields)
             answers.append(answer)
-            trial, bad = self.judge(field, answer)
+            trial, bad = self.judge(field, answer, counted=counted)
             trials.append(trial)
             if bad is not None:
                 return answers, trials, bad

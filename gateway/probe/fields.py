@@ -41,6 +41,24 @@ _SAMPLING: dict[str, Rule] = {
     "n": {"type": "integer", "minimum": 1, "maximum": 128, "neutral": [1]},
 }
 
+# A tool definition's function, as policies/ft-serve.yaml checks it.
+_FUNCTION: Rule = {
+    "action": "pass",
+    "type": "object",
+    "required": True,
+    "fields": {
+        "name": {
+            "action": "pass",
+            "type": "string",
+            "required": True,
+            "pattern": "[a-zA-Z0-9_-]{1,64}",
+        },
+        "description": {"action": "pass", "type": "string"},
+        "parameters": {"action": "pass", "type": "object"},
+        "strict": {"action": "pass", "type": "boolean"},
+    },
+}
+
 PROBED: dict[str, dict[str, Rule]] = {
     CHAT: {
         **_SAMPLING,
@@ -66,13 +84,7 @@ UNPROBED: dict[str, list[tuple[str, dict[str, Rule]]]] = {
             "The request itself.",
             {
                 "model": {"action": "pass", "type": "string", "required": True},
-                "messages": {
-                    "action": "pass",
-                    "type": "array",
-                    "required": True,
-                    "min_items": 1,
-                    "items": {"type": "object", "nullable": False},
-                },
+                # messages: written by message_rules.py, from the checks inside them.
             },
         ),
         (
@@ -83,7 +95,18 @@ UNPROBED: dict[str, list[tuple[str, dict[str, Rule]]]] = {
             "Not probed: tool calling and other generation features; their neutral values "
             "pass. Flip a rule once the engine is known to implement the feature.",
             {
-                "tools": {"action": "reject", "type": "array", "neutral": [[]]},
+                # The definitions are checked the way OpenAI checks them, so the rule is
+                # ready the day the action becomes pass.
+                "tools": {
+                    "action": "reject",
+                    "type": "array",
+                    "neutral": [[]],
+                    "select": {
+                        "key": "type",
+                        "rules": {"function": {"fields": {"function": _FUNCTION}}},
+                        "unknown": {"action": "reject"},
+                    },
+                },
                 "tool_choice": {
                     "action": "reject",
                     "type": ["string", "object"],

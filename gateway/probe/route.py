@@ -79,25 +79,48 @@ class ProbeRoute:
                     parts.append(piece)
         return "".join(parts)
 
-    def trial(self, answer: Answer, note: str = "") -> Trial:
-        """Evidence for one request: the fields beyond the base request, and the answer."""
+    def trial(self, answer: Answer, note: str = "", *, counted: bool = False) -> Trial:
+        """Evidence for one request: the fields beyond the base request, and the answer.
+        ``counted``: a check that counts prompt tokens (inside messages), so the messages
+        are shown at more length and the answer with its prompt tokens."""
         base = self.body()
-        shown = {k: v for k, v in answer.sent.items() if base.get(k, _ABSENT) != v}
-        got = describe(self, answer)
-        return Trial(compact(shown, 160), f"{got}; {note}" if note else got)
+        shown = {k: _shortened(v) for k, v in answer.sent.items() if base.get(k, _ABSENT) != v}
+        got = describe(self, answer, counted=counted)
+        return Trial(compact(shown, 480 if counted else 160), f"{got}; {note}" if note else got)
 
 
 _ABSENT = object()
+_LONG_STRING = 64
+
+
+def _shortened(value: Any) -> Any:
+    """``value`` with long strings inside it (a data: URL) cut, for the evidence."""
+    if isinstance(value, str):
+        return trim(value, _LONG_STRING)
+    if isinstance(value, list):
+        return [_shortened(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _shortened(v) for k, v in value.items()}
+    return value
 
 
 def completion_tokens(answer: Answer) -> int | None:
     """usage.completion_tokens of a non-streaming answer, when the engine reports it."""
+    return _usage(answer, "completion_tokens")
+
+
+def prompt_tokens(answer: Answer) -> int | None:
+    """usage.prompt_tokens of a non-streaming 2xx answer, when the engine reports it."""
+    return _usage(answer, "prompt_tokens") if answer.ok else None
+
+
+def _usage(answer: Answer, name: str) -> int | None:
     usage = answer.body.get("usage") if isinstance(answer.body, dict) else None
-    tokens = usage.get("completion_tokens") if isinstance(usage, dict) else None
+    tokens = usage.get(name) if isinstance(usage, dict) else None
     return tokens if isinstance(tokens, int) and not isinstance(tokens, bool) else None
 
 
-def describe(route: ProbeRoute, answer: Answer) -> str:
+def describe(route: ProbeRoute, answer: Answer, *, counted: bool = False) -> str:
     """A one-line summary of an answer for the evidence."""
     if answer.status is None:
         return f"no answer: {answer.error}"
@@ -115,6 +138,9 @@ def describe(route: ProbeRoute, answer: Answer) -> str:
     parts = [f"200, {len(texts)} choice{'s' if len(texts) != 1 else ''}"]
     if texts:
         parts.append(f"text {quote(texts[0])}")
+    if counted:
+        prompt = prompt_tokens(answer)
+        parts.append(f"{prompt} prompt tokens" if prompt is not None else "no prompt_tokens")
     tokens = completion_tokens(answer)
     if tokens is not None:
         parts.append(f"{tokens} tokens")

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-from gateway.probe import checks, sampling
+from gateway.probe import checks, messages, sampling
 from gateway.probe.client import BudgetSpent, EngineClient
 from gateway.probe.context import FREE_SAMPLES, GREEDY_SAMPLES, Baseline, Probe, ProbeError
 from gateway.probe.progress import Progress
@@ -48,6 +48,17 @@ CHECKS: tuple[Check, ...] = (
     Check("stream", checks.check_stream, 1),
     Check("stream_options", checks.check_stream_options, 1),
     Check(checks.UNKNOWN, checks.check_unknown, 1),
+    # Inside messages (chat): the system check's answer is the developer check's
+    # comparison, the text part's the other parts'; each is sent once.
+    Check(messages.SYSTEM_ROLE, messages.check_system, 1, chat_only=True),
+    Check(messages.DEVELOPER_ROLE, messages.check_developer, 1, chat_only=True),
+    Check(messages.UNKNOWN_ROLE, messages.check_unknown_role, 1, chat_only=True),
+    Check(messages.TEXT_PART, messages.check_text_part, 1, chat_only=True),
+    *(
+        Check(name, functools.partial(messages.check_part, name=name), 1, chat_only=True)
+        for name in messages.PART_TYPES
+    ),
+    Check(messages.TOOL_MESSAGE, messages.check_tool_message, 3, chat_only=True),
 )
 
 

@@ -45,6 +45,16 @@ def shown_confidence(confidence: float) -> str:
     return f"{math.floor(confidence * 1000) / 1000:.3f}"
 
 
+def verdict_line(verdict: Verdict) -> str:
+    """``honoured (confidence 0.98): summary``."""
+    sure = (
+        f" (confidence {shown_confidence(verdict.confidence)})"
+        if verdict.confidence is not None
+        else ""
+    )
+    return f"{verdict.outcome}{sure}: {verdict.summary}"
+
+
 def trim(text: str, limit: int = _TRIM) -> str:
     """``text`` cut to ``limit`` characters, with an ellipsis when cut."""
     return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,18 +1,15 @@
 """The policy file a probe writes: honoured fields pass with their type and range
 checks; fields the engine ignores, refuses or fails on are rejected (neutral values
-excepted); each rule carries a comment with the verdict, its evidence and the date."""
+excepted); an ``n`` the engine does not honour is served by fan-out; inside messages,
+a rule per role and content part (message_rules.py). Each rule carries a comment
+with the verdict, its evidence and the date."""
 
 from __future__ import annotations
 
-import json
-import math
-import re
-import textwrap
-from decimal import Decimal
-from typing import Any
-
 from gateway.probe.checks import UNKNOWN
 from gateway.probe.fields import PROBED, UNPROBED, Rule
+from gateway.probe.message_rules import messages_rule
+from gateway.probe.route import CHAT
 from gateway.probe.runner import ProbeResult, RouteResult
 from gateway.probe.verdict import (
     BROKEN,
@@ -21,74 +18,18 @@ from gateway.probe.verdict import (
     INCONCLUSIVE,
     REJECTED,
     Verdict,
-    shown_confidence,
+    verdict_line,
 )
+from gateway.probe.yamltext import comment, entry_lines, flow, key, quoted
 
-_BARE = re.compile(r"^[A-Za-z_/][A-Za-z0-9_./-]*\Z")  # \Z: "$" also matches before a final newline
-# Words YAML 1.1 reads as booleans or null when unquoted.
-_RESERVED = frozenset({"y", "n", "yes", "no", "on", "off", "true", "false", "null"})
 _KEY_ORDER = ("action", "to", "type", "required")
-_WIDTH = 96
-
-
-def flow(value: Any) -> str:
-    """``value`` as one line of YAML flow style that reads back as the same JSON value."""
-    if isinstance(value, dict):
-        return "{" + ", ".join(_entry(k, v) for k, v in value.items()) + "}"
-    if isinstance(value, list):
-        return "[" + ", ".join(flow(v) for v in value) + "]"
-    if isinstance(value, float):
-        # YAML 1.1 reads "1e-05" as a string: write floats without an exponent.
-        if not math.isfinite(value):
-            raise ValueError(f"not a JSON number: {value}")
-        text = repr(value)
-        if "e" in text:
-            text = format(Decimal(text), "f")
-        return text if "." in text else text + ".0"
-    if isinstance(value, str):
-        return _key(value)
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _entry(key: str, value: Any) -> str:
-    text = _key(key)
-    # YAML allows an implicit key of at most 1024 characters; past that the
-    # explicit "? " form reads back the same.
-    if len(text) > 1000:
-        return f"? {text} : {flow(value)}"
-    return f"{text}: {flow(value)}"
-
-
-def _key(text: str) -> str:
-    """A string as a YAML scalar: bare when YAML reads it back as the same string."""
-    if _BARE.match(text) and text.lower() not in _RESERVED:
-        return text
-    return _quoted(text)
-
-
-def _quoted(text: str) -> str:
-    """A YAML double-quoted string with everything but printable ASCII escaped."""
-    out = []
-    for char in text:
-        code = ord(char)
-        if char in '"\\':
-            out.append("\\" + char)
-        elif 0x20 <= code < 0x7F:
-            out.append(char)
-        elif code <= 0xFFFF:
-            out.append(f"\\u{code:04x}")
-        else:
-            out.append(f"\\U{code:08x}")
-    return '"' + "".join(out) + '"'
+# n served by the gateway's fan-out: the most engine requests one client request becomes.
+FANOUT_MAXIMUM = 8
 
 
 def _rule_lines(name: str, rule: Rule, indent: str) -> list[str]:
     """One line in flow style, or a block mapping when that line would be too long."""
-    rule = _ordered(rule)
-    line = f"{indent}{_key(name)}: {flow(rule)}"
-    if len(line) <= _WIDTH + 4:
-        return [line]
-    return [f"{indent}{_key(name)}:"] + [f"{indent}  {_key(k)}: {flow(v)}" for k, v in rule.items()]
+    return entry_lines(name, _ordered(rule), indent)
 
 
 def _ordered(rule: Rule) -> Rule:
@@ -102,6 +43,10 @@ def probed_rule(route: RouteResult, name: str, verdict: Verdict) -> Rule:
     neutral = spec.pop("neutral", [])
     if verdict.outcome == HONOURED:
         return {"action": "pass", **spec}
+    if name == "n":
+        # Any other verdict: the gateway asks the engine n times and merges the answers,
+        # which is right even for an engine that honours n after all.
+        return {"action": "fanout", **spec, "maximum": FANOUT_MAXIMUM}
     if name == "max_completion_tokens":
         max_tokens = route.verdict("max_tokens")
         if max_tokens is not None and max_tokens.outcome == HONOURED:
@@ -123,47 +68,36 @@ def probed_rule(route: RouteResult, name: str, verdict: Verdict) -> Rule:
     return rule
 
 
-def verdict_line(verdict: Verdict) -> str:
-    """``honoured (confidence 0.98): summary``."""
-    sure = (
-        f" (confidence {shown_confidence(verdict.confidence)})"
-        if verdict.confidence is not None
-        else ""
-    )
-    return f"{verdict.outcome}{sure}: {verdict.summary}"
-
-
-def _comment(text: str, indent: str) -> list[str]:
-    return textwrap.wrap(
-        text, width=_WIDTH, initial_indent=f"{indent}# ", subsequent_indent=f"{indent}#   "
-    )
-
-
 def render_policy(result: ProbeResult, *, schema: str | None = None) -> str:
     """The policy YAML for ``result``; ``ft-gateway check`` accepts it. ``schema``: the
     path of gateway/policy.schema.json relative to the file, for editors."""
     day = result.probed_on.isoformat()
     lines = [f"# yaml-language-server: $schema={schema}", "#"] if schema else []
+    lines += comment(
+        f"Field policy written by `ft-gateway probe` on {day} from {result.requests} "
+        f"requests to {result.upstream} (model {result.model}).",
+        "",
+    )
     lines += [
-        f"# Field policy written by `ft-gateway probe` on {day} from {result.requests} requests",
-        f"# to {result.upstream} (model {result.model}).",
         "# Each probed field's rule says what the probe measured and how. Honoured fields",
         "# pass with the spec's type and range checks; fields the engine ignores, refuses or",
-        "# fails on are rejected, their neutral values excepted. Re-probe after every engine",
-        "# upgrade and review the diff; check an edit with: ft-gateway check FILE",
+        "# fails on are rejected, their neutral values excepted; an n it does not honour is",
+        "# served by fan-out. Inside messages, each role and content part probed is passed",
+        "# or rejected the same way. Re-probe after every engine upgrade and review the diff;",
+        "# check an edit with: ft-gateway check FILE",
     ]
     if result.extra:
-        lines += _comment(f"Every probe request also carried {flow(result.extra)}.", "")
+        lines += comment(f"Every probe request also carried {flow(result.extra)}.", "")
     for route in result.routes:
         if route.error is not None:
-            lines += _comment(
+            lines += comment(
                 f"{route.route} is not in this policy, so the gateway checks none of its "
                 f"requests: {route.error}",
                 "",
             )
     lines += [
         "version: 1",
-        f"description: {_quoted(f'probed from {result.model} at {result.upstream} on {day}')}",
+        f"description: {quoted(f'probed from {result.model} at {result.upstream} on {day}')}",
         "",
     ]
     lines += _unknown_comment(result, day)
@@ -181,23 +115,27 @@ def _unknown_comment(result: ProbeResult, day: str) -> list[str]:
         "A field no route names gets OpenAI's 400 unknown_parameter. "
         f"An unknown field, probed {day}: " + "; ".join(parts)
     )
-    return _comment(text, "")
+    return comment(text, "")
 
 
 def _route_lines(route: RouteResult, result: ProbeResult, day: str) -> list[str]:
     indent = "      "
     lines = [f"  {route.route}:", "    fields:"]
     named: set[str] = set()
-    for comment, rules in UNPROBED[route.route]:
-        lines += _comment(comment, indent)
+    for index, (note, rules) in enumerate(UNPROBED[route.route]):
+        lines += comment(note, indent)
         for name, rule in rules.items():
             lines += _rule_lines(name, rule, indent)
             named.add(name)
+        if index == 0 and route.route == CHAT:
+            # After the request itself (model), the rules inside its messages.
+            lines += entry_lines("messages", messages_rule(route.verdict, day), indent)
+            named.add("messages")
         lines.append("")
     extra = [k for k in result.extra if k not in named and k not in PROBED[route.route]]
     if extra:
-        lines += _comment("Sent with every probe request (--extra): passed as they come.", indent)
-        lines += [f"{indent}{_key(k)}: {{action: pass}}" for k in extra]
+        lines += comment("Sent with every probe request (--extra): passed as they come.", indent)
+        lines += [f"{indent}{key(k)}: {{action: pass}}" for k in extra]
         lines.append("")
     for verdict in route.verdicts:
         if verdict.field not in PROBED[route.route]:
@@ -208,7 +146,12 @@ def _route_lines(route: RouteResult, result: ProbeResult, day: str) -> list[str]
             note = "REVIEW BY HAND. " + note
         if rule["action"] == "rename":
             note += "; renamed to max_tokens, which the engine honours"
-        lines += _comment(note, indent)
+        if rule["action"] == "fanout":
+            note += (
+                f"; served by fan-out: the gateway asks the engine n times (up to "
+                f"{FANOUT_MAXIMUM}) and merges the answers"
+            )
+        lines += comment(note, indent)
         lines += _rule_lines(verdict.field, rule, indent)
     lines.append("")
     return lines

@@ -16,12 +16,27 @@ import yaml
 
 from gateway.app.factory import create_app
 from gateway.cli import main
+from gateway.policy.engine import Policy, apply_policy
 from gateway.policy.file import PolicyFile
 from gateway.policy.loading import load_policy_file
+from gateway.policy.schema import policy_schema
 from gateway.probe.checks import UNKNOWN, UNKNOWN_FIELD
 from gateway.probe.client import EngineClient
+from gateway.probe.fields import PROBED
+from gateway.probe.messages import (
+    AUDIO_PART,
+    DEVELOPER_ROLE,
+    FILE_PART,
+    IMAGE_PART,
+    SYSTEM_ROLE,
+    TEXT_PART,
+    TOOL_MESSAGE,
+    UNKNOWN_ROLE,
+    tool_exchange,
+)
+from gateway.probe.parts import part
 from gateway.probe.route import CHAT, COMPLETIONS
-from gateway.probe.runner import ProbeResult, probe_engine
+from gateway.probe.runner import ProbeResult, planned_requests, probe_engine
 from gateway.probe.verdict import HONOURED, IGNORED, REJECTED
 from gateway.probe.writer import render_policy
 from refengine import create_app as create_engine
@@ -56,6 +71,16 @@ EXPECTED = {
         "response_format": IGNORED,
         "max_completion_tokens": IGNORED,
         UNKNOWN: IGNORED,
+        # Its ChatML template renders any role string and a message's text parts; it
+        # drops other parts, and an assistant's tool calls, without a word.
+        SYSTEM_ROLE: HONOURED,
+        DEVELOPER_ROLE: HONOURED,
+        UNKNOWN_ROLE: IGNORED,
+        TEXT_PART: HONOURED,
+        IMAGE_PART: IGNORED,
+        AUDIO_PART: IGNORED,
+        FILE_PART: IGNORED,
+        TOOL_MESSAGE: IGNORED,
     },
     COMPLETIONS: {f: HONOURED for f in HONOURED_BY_BOTH}
     | {"logit_bias": IGNORED, "n": IGNORED, "logprobs": REJECTED, UNKNOWN: IGNORED},
@@ -103,13 +128,37 @@ def test_every_other_field_is_found_as_the_engine_implements_it(probed: Probed, 
 
 
 def test_the_probe_stays_within_its_request_budget(probed: Probed) -> None:
-    assert probed.result.requests <= 100
+    assert probed.result.requests <= planned_requests([CHAT, COMPLETIONS]) == 85 <= 100
+
+
+def test_the_evidence_inside_messages_is_the_prompt_tokens(probed: Probed) -> None:
+    found = probed.result.route(CHAT)
+    assert found is not None
+    image = found.verdict(IMAGE_PART)
+    assert image is not None
+    assert "dropped without a word" in image.summary
+    assert "prompt tokens, as many as for the text part alone" in image.summary
+    assert '"type": "image_url"' in image.trials[0].sent
+    assert "prompt tokens" in image.trials[0].got
+    tool = found.verdict(TOOL_MESSAGE)
+    assert tool is not None
+    assert tool.summary.startswith("the tool call is dropped")
+    assert "tool call arguments 9 words longer: +0" in tool.summary
+
+
+def _without_reasons(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_reasons(v) for k, v in value.items() if k != "reason"}
+    if isinstance(value, list):
+        return [_without_reasons(v) for v in value]
+    return value
 
 
 def _rules(policy: PolicyFile, route: str) -> dict[str, dict[str, Any]]:
+    """The route's rules as written (defaults left out), the reasons at every depth too."""
     fields = policy.routes[route].fields  # type: ignore[index]
     return {
-        name: json.loads(json.dumps(rule.model_dump(exclude_unset=True, exclude={"reason"})))
+        name: _without_reasons(json.loads(json.dumps(rule.model_dump(exclude_unset=True))))
         for name, rule in fields.items()
     }
 
@@ -130,6 +179,83 @@ def test_the_written_policy_is_the_hand_written_one(probed: Probed) -> None:
             assert ours.pop("seed") == {**theirs.pop("seed"), "action": "reject"}
         assert ours == theirs
     assert written.unknown_fields == hand.unknown_fields == "reject"
+
+
+# Requests whose decision both policies must agree on: the roles, the parts, tool
+# messages and n, as clients send them.
+TEXT = {"type": "text", "text": "Tell me about lists."}
+USER = {"role": "user", "content": "Tell me about lists."}
+DECISIONS: dict[str, dict[str, Any]] = {
+    "system and user": {"messages": [{"role": "system", "content": "Be brief."}, USER]},
+    "a conversation": {
+        "messages": [USER, {"role": "assistant", "content": "A list is.", "name": "a"}, USER]
+    },
+    "text parts": {
+        "messages": [{"role": "system", "content": [TEXT]}, {**USER, "content": [TEXT]}]
+    },
+    "a refusal part": {
+        "messages": [
+            USER,
+            {"role": "assistant", "content": [{"type": "refusal", "refusal": "No."}]},
+            USER,
+        ]
+    },
+    "developer": {"messages": [{"role": "developer", "content": "Be brief."}, USER]},
+    "developer and system": {
+        "messages": [
+            {"role": "developer", "content": "Be brief."},
+            {"role": "system", "content": "Be kind."},
+            USER,
+        ]
+    },
+    "wizard": {"messages": [{"role": "wizard", "content": "Be brief."}, USER]},
+    "no role": {"messages": [{"content": "Be brief."}]},
+    "image part": {"messages": [{**USER, "content": [TEXT, part("image_url")]}]},
+    "audio part": {"messages": [{**USER, "content": [TEXT, part("input_audio")]}]},
+    "file part": {"messages": [{**USER, "content": [TEXT, part("file")]}]},
+    "an unknown part": {"messages": [{**USER, "content": [TEXT, {"type": "video"}]}]},
+    "image part in a system message": {
+        "messages": [{"role": "system", "content": [part("image_url")]}, USER]
+    },
+    "tool message": {"messages": tool_exchange()},
+    "tool message alone": {
+        "messages": [USER, {"role": "tool", "tool_call_id": "c", "content": "Sunny."}]
+    },
+    "no tool calls": {
+        "messages": [USER, {"role": "assistant", "content": "Hi.", "tool_calls": []}]
+    },
+    "function role": {"messages": [{"role": "function", "name": "f", "content": "x"}]},
+    "a text part without text": {"messages": [{**USER, "content": [{"type": "text"}]}]},
+    "n 3": {"messages": [USER], "n": 3},
+    "n 9": {"messages": [USER], "n": 9},
+    "n 1": {"messages": [USER], "n": 1},
+}
+
+
+def _decision(policy: Policy, fields: dict[str, Any]) -> tuple[Any, ...]:
+    decision = apply_policy(policy, CHAT, {"model": MODEL, **fields})
+    error = decision.error
+    shown = (error.param, error.code) if error is not None else None
+    return shown, decision.body, decision.fanout
+
+
+def test_the_written_policy_decides_inside_messages_as_the_hand_written_one(
+    probed: Probed,
+) -> None:
+    written = Policy(load_policy_file(probed.policy_path)[0])
+    hand = Policy(load_policy_file(POLICY)[0])
+    for name, fields in DECISIONS.items():
+        assert _decision(written, fields) == _decision(hand, fields), name
+    # What the table holds, so that agreeing means something.
+    wizard, _, _ = _decision(written, DECISIONS["wizard"])
+    assert wizard == ("messages[0].role", "invalid_value")
+    image, _, _ = _decision(written, DECISIONS["image part"])
+    assert image == ("messages[0].content[1].type", "unsupported_value")
+    tool, _, _ = _decision(written, DECISIONS["tool message"])
+    assert tool == ("messages[1].tool_calls", "unsupported_value")
+    _, developer, _ = _decision(written, DECISIONS["developer"])
+    assert developer["messages"][0]["role"] == "system"
+    assert _decision(written, DECISIONS["n 3"])[2] == 3
 
 
 # A value each probed field is sent with through the gateway; neutral values below.
@@ -200,7 +326,9 @@ def _send(client: openai.OpenAI, route: str, fields: dict[str, Any]) -> Any:
 def test_the_written_policy_turns_exactly_the_unhonoured_fields_into_400s(
     probed: Probed, gateway: openai.OpenAI, route: str
 ) -> None:
-    verdicts = outcomes(probed.result, route)
+    verdicts = {
+        f: o for f, o in outcomes(probed.result, route).items() if f in PROBED[route] | {UNKNOWN: 1}
+    }
     values = dict(PROBE_VALUES)
     values["logprobs"] = {"logprobs": True if route == CHAT else 1}
     refused: set[str] = set()
@@ -214,9 +342,44 @@ def test_the_written_policy_turns_exactly_the_unhonoured_fields_into_400s(
         if field == "max_completion_tokens":
             # Renamed onto max_tokens, which the engine honours.
             assert answer.usage.completion_tokens <= 3
-    expected = {f for f, o in verdicts.items() if o != HONOURED} - {"max_completion_tokens"}
+    # n is served by fan-out; max_completion_tokens renamed onto max_tokens.
+    expected = {f for f, o in verdicts.items() if o != HONOURED} - {"max_completion_tokens", "n"}
     assert refused == expected
     assert ("seed" in refused) == (probed.mode == "unpatched")
+
+
+def _chat(client: openai.OpenAI, messages: Any) -> Any:
+    """A chat request with the SDK; ``messages`` as sent, roles the SDK does not type too."""
+    return client.chat.completions.create(
+        model=MODEL, messages=messages, max_tokens=4, extra_body=NO_THINKING
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "param"),
+    [
+        ("wizard", "messages[0].role"),
+        ("image part", "messages[0].content[1].type"),
+        ("audio part", "messages[0].content[1].type"),
+        ("file part", "messages[0].content[1].type"),
+        ("tool message", "messages[1].tool_calls"),
+    ],
+)
+def test_the_written_policy_refuses_inside_messages_what_the_engine_would_not_see(
+    gateway: openai.OpenAI, name: str, param: str
+) -> None:
+    with pytest.raises(openai.BadRequestError) as caught:
+        _chat(gateway, DECISIONS[name]["messages"])
+    assert caught.value.status_code == 400
+    assert caught.value.param == param
+
+
+@pytest.mark.parametrize("name", ["system and user", "a conversation", "text parts", "developer"])
+def test_the_written_policy_lets_through_what_the_engine_renders(
+    gateway: openai.OpenAI, name: str
+) -> None:
+    answer = _chat(gateway, DECISIONS[name]["messages"])
+    assert answer.choices[0].message.content
 
 
 @pytest.mark.parametrize("route", [CHAT, COMPLETIONS])
@@ -257,16 +420,23 @@ def test_probe_command_prints_the_table_and_writes_report_and_policy(
     assert "  seed " in captured.out and "honoured" in captured.out
     assert f"policy written to {out}" in captured.err
     assert main(["check", str(out)]) == 0, capsys.readouterr().out
-    # Its first line points editors to the schema, and it validates against it.
+    # Its first line points editors to the schema, and it validates against it (as
+    # the code states it: tests/commands/test_schema.py keeps the file up to date).
     schema_line = out.read_text().splitlines()[0]
     schema_path = out.parent / schema_line.removeprefix("# yaml-language-server: $schema=")
     assert schema_path.resolve() == ROOT / "gateway" / "policy.schema.json"
-    jsonschema.validate(yaml.safe_load(out.read_text()), json.loads(schema_path.read_text()))
+    jsonschema.validate(yaml.safe_load(out.read_text()), policy_schema())
     policy, _ = load_policy_file(out)
     assert list(policy.routes) == [CHAT]
-    assert policy.routes[CHAT].fields["n"].action == "reject"  # type: ignore[index]
+    fields = policy.routes[CHAT].fields  # type: ignore[index]
+    assert fields["n"].action == "fanout"
+    messages = fields["messages"].select
+    assert messages is not None and messages.key == "role"
+    assert messages.rules["developer"].to == "system"
+    assert messages.unknown.action == "reject"
     text = report.read_text()
     assert "| n | **ignored** | — | n 2: one choice came back |" in text
+    assert "| image_url part | **ignored** | — | an image_url part beside a text part" in text
 
 
 @pytest.mark.parametrize(

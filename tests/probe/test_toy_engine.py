@@ -6,7 +6,6 @@ from __future__ import annotations
 import io
 import json
 import math
-from datetime import date
 from typing import Any
 
 import httpx
@@ -22,6 +21,7 @@ from gateway.probe.checks import UNKNOWN, stop_word
 from gateway.probe.client import MAX_TIMEOUTS_IN_A_ROW, EngineClient
 from gateway.probe.context import ProbeError
 from gateway.probe.fields import PROBED
+from gateway.probe.messages import UNKNOWN_ROLE
 from gateway.probe.progress import Progress
 from gateway.probe.report import render_markdown, render_table
 from gateway.probe.route import CHAT, COMPLETIONS
@@ -35,35 +35,18 @@ from gateway.probe.verdict import (
     REJECTED,
     Verdict,
 )
-from gateway.probe.writer import flow, render_policy
-from tests.support.probes import outcomes
+from gateway.probe.writer import render_policy
+from gateway.probe.yamltext import Noted, entry_lines, flow
+from tests.support.probes import BOTH, DAY, outcomes, run_probe, verdict
 from tests.support.toyengine import ToyEngine
 
-BOTH = [CHAT, COMPLETIONS]
-DAY = date(2026, 11, 29)
 
-
-def run_probe(
-    toy: ToyEngine,
-    routes: list[str] = BOTH,
-    *,
-    max_requests: int = 100,
-    extra: dict[str, Any] | None = None,
-) -> ProbeResult:
-    with EngineClient(
-        "http://toy", transport=toy.transport, timeout=1, max_requests=max_requests
-    ) as client:
-        return probe_engine(
-            client, upstream="http://toy", model="toy", routes=routes, extra=extra, today=DAY
-        )
-
-
-def verdict(result: ProbeResult, route: str, field: str) -> Verdict:
-    found = result.route(route)
-    assert found is not None
-    v = found.verdict(field)
-    assert v is not None
-    return v
+def honoured_everywhere(route: str) -> dict[str, str]:
+    """The verdicts on an engine that honours everything (the toy's defaults)."""
+    expected = {c.field: HONOURED for c in checks_for(route)} | {UNKNOWN: IGNORED}
+    if route == CHAT:
+        expected[UNKNOWN_ROLE] = REJECTED
+    return expected
 
 
 @pytest.fixture(scope="module")
@@ -77,8 +60,18 @@ def test_an_engine_that_honours_everything_gets_honoured_everywhere(honest: Prob
         found = outcomes(honest, route)
         assert set(found) == {c.field for c in checks_for(route)}
         assert found.pop(UNKNOWN) == IGNORED
+        if route == CHAT:
+            # It refuses a role it does not know, as OpenAI does.
+            assert found.pop(UNKNOWN_ROLE) == REJECTED
         assert set(found.values()) == {HONOURED}, found
     assert honest.requests <= planned_requests(BOTH) <= 100
+
+
+def test_the_request_budget_is_counted_up_front() -> None:
+    # 39 chat requests before the checks inside messages, which add 10; 36 for completions.
+    assert planned_requests([CHAT]) == 49
+    assert planned_requests([COMPLETIONS]) == 36
+    assert planned_requests(BOTH) == 85
 
 
 def test_statistical_verdicts_carry_a_confidence(honest: ProbeResult) -> None:
@@ -141,7 +134,7 @@ def test_an_ignored_field_is_found_ignored_and_nothing_else_changes(field: str) 
     routes = [CHAT] if field in ("max_completion_tokens", "top_logprobs") else BOTH
     result = run_probe(ToyEngine(ignore={field}), routes)
     for route in routes:
-        expected = {c.field: HONOURED for c in checks_for(route)} | {UNKNOWN: IGNORED}
+        expected = honoured_everywhere(route)
         expected |= {f: o for f, o in IGNORING[field].items() if f in expected}
         assert outcomes(result, route) == expected
 
@@ -285,7 +278,7 @@ def test_the_written_policy_passes_honoured_fields_with_their_checks(honest: Pro
 
 
 def test_the_written_policy_rejects_ignored_refused_and_broken_fields() -> None:
-    toy = ToyEngine(ignore={"n", "logprobs", "max_completion_tokens"}, fail={"logit_bias"})
+    toy = ToyEngine(ignore={"logprobs", "max_completion_tokens"}, fail={"logit_bias"})
     result = run_probe(toy, [CHAT])
     text = render_policy(result)
     policy = Policy(parse_policy_text(text))
@@ -295,7 +288,6 @@ def test_the_written_policy_rejects_ignored_refused_and_broken_fields() -> None:
         decision = apply_policy(policy, CHAT, body | fields)
         return decision.error.param if decision.error else None
 
-    assert decide(n=2) == "n"
     assert decide(logprobs=True) == "logprobs"
     assert decide(logit_bias={"5": 10}) == "logit_bias"
     assert decide(ft_probe_unknown_field=1) == "ft_probe_unknown_field"
@@ -313,7 +305,6 @@ def test_the_written_policy_rejects_ignored_refused_and_broken_fields() -> None:
     renamed = apply_policy(policy, CHAT, body | {"max_completion_tokens": 7})
     assert renamed.error is None and renamed.body["max_tokens"] == 7
     assert decide(seed=5, temperature=0.5, top_k=3, stop="x", stream=False) is None
-    assert "# n: ignored: n 2: one choice came back (probed 2026-11-29)" in text
     assert "# logit_bias: broken: HTTP 500: Internal Server Error" in text
 
 
@@ -353,6 +344,50 @@ def test_flow_style_reads_back_as_the_same_json_value(value: Any) -> None:
         assert isinstance(back, float) and back == value
     else:
         assert json_equal(back, value)
+
+
+def _without_notes(value: Any) -> Any:
+    if isinstance(value, Noted):
+        return _without_notes(value.value)
+    if isinstance(value, dict):
+        return {k: _without_notes(v) for k, v in value.items()}
+    return value
+
+
+# Nested mappings whose entries may carry a comment of any text, as the messages rule
+# does: an engine's message with a line break YAML knows (U+2028, U+0085) among them.
+NOTED = st.recursive(
+    JSON,
+    lambda inner: st.dictionaries(
+        st.text(), inner | st.builds(Noted, inner, st.text()), min_size=1, max_size=4
+    ),
+    max_leaves=16,
+)
+
+
+@given(NOTED)
+@example({"a": Noted({"b": 1}, "x\u2028unknown_fields: pass\x85c: 2\nd: 3")})
+@example({"k" * 1200: {"b": Noted(1, "long key")}})
+def test_block_style_with_comments_reads_back_as_the_same_json_value(value: Any) -> None:
+    text = "\n".join(entry_lines("key", value, "")) + "\n"
+    back = yaml.safe_load(text)
+    assert json_equal(back, {"key": _without_notes(value)})
+
+
+def test_an_engines_message_cannot_write_policy_through_a_comment() -> None:
+    toy = ToyEngine()
+
+    def sly(request: httpx.Request) -> httpx.Response:
+        if b'"seed"' in request.content:
+            message = "no\u2028unknown_fields: pass\u2029routes: {}\x85version: 2"
+            return httpx.Response(400, json={"error": {"message": message}})
+        return toy(request)
+
+    with EngineClient("http://toy", transport=httpx.MockTransport(sly)) as client:
+        result = probe_engine(client, upstream="http://toy", model="toy", routes=[CHAT])
+    assert verdict(result, CHAT, "seed").outcome == REJECTED
+    policy = parse_policy_text(render_policy(result))
+    assert policy.unknown_fields == "reject" and list(policy.routes) == [CHAT]
 
 
 # -- report, table, progress -------------------------------------------------------------

@@ -5,6 +5,12 @@ model over 256 made-up words, sampled with numpy. Each field can be made ignored
 (dropped before generation), rejected (400), failing (500) or hanging (a time-out),
 so the tests can show each of the probe's verdicts, including the "honoured"
 ones the reference engine never gives for n, logprobs or response_format.
+
+Inside messages it counts prompt tokens as a template would render them: three
+per message, one per word of its text, and a part's or a tool call's tokens. Each
+role, content part type and ``tool_calls`` can be rendered (the default), dropped
+(not counted), rejected (400 naming it, as OpenAI does) or failing (500); a role
+it does not know is rejected unless told otherwise.
 """
 
 from __future__ import annotations
@@ -16,6 +22,8 @@ from typing import Any
 import httpx
 import numpy as np
 import numpy.typing as npt
+
+from gateway.probe.route import CHAT_PROMPT
 
 _SYLLABLES = ["ba", "ke", "di", "fo", "gu", "la", "me", "ni", "po", "ru", "sa", "te", "vi"]
 _SYLLABLES += ["wo", "zu", "ha"]
@@ -46,6 +54,11 @@ KNOWN = {
     "chat_template_kwargs",
 }
 _BASE = {"model", "messages", "prompt", "max_tokens", "temperature"}
+_PROMPT = CHAT_PROMPT  # the plain request's message: answered properly even with garbage
+ROLES = {"system", "developer", "user", "assistant", "tool"}
+# Prompt tokens of a content part beyond its text, as a multimodal model counts them.
+PART_TOKENS = {"text": 0, "image_url": 64, "input_audio": 25, "file": 40}
+RENDER, DROP, REJECT, FAIL = "render", "drop", "reject", "fail"
 
 
 def _softmax(x: npt.NDArray[np.float64]) -> npt.NDArray[np.float64]:
@@ -65,16 +78,21 @@ class ToyEngine:
         fail: Iterable[str] = (),
         hang: Iterable[str] = (),
         reject_unknown: bool = False,
-        garbage: Any = None,
+        garbage: Any = None,  # answered to every request beyond the plain one
         hang_after: int | None = None,
+        inside: dict[str, str] | None = None,
+        prompt_tokens: bool = True,
     ) -> None:
         self.ignore = set(ignore)
         self.reject = set(reject)
         self.fail = set(fail)
         self.hang = set(hang)
         self.reject_unknown = reject_unknown
-        self.garbage = garbage  # answered to every request with a field beyond the base ones
+        self.garbage = garbage
         self.hang_after = hang_after  # time out on every request after this many
+        # role, part type or "tool_calls" -> RENDER, DROP, REJECT or FAIL
+        self.inside = dict(inside or {})
+        self.prompt_tokens = prompt_tokens  # reported in usage
         self.requests: list[dict[str, Any]] = []
         self._weights = np.random.default_rng(0).normal(0.0, 2.0, size=(VOCAB, VOCAB))
 
@@ -96,16 +114,64 @@ class ToyEngine:
         unknown = sorted(present - KNOWN)
         if unknown and self.reject_unknown:
             return _error(400, f"Unrecognized request argument supplied: {unknown[0]}", None)
-        if self.garbage is not None and present - _BASE:
+        plain = body.get("messages") in (None, [{"role": "user", "content": _PROMPT}])
+        if self.garbage is not None and (present - _BASE or not plain):
             return httpx.Response(200, json=self.garbage)
         fields = {k: v for k, v in body.items() if v is not None and k not in self.ignore}
         chat = request.url.path.endswith("/chat/completions")
+        prompt = self._render(body.get("messages")) if chat else len(str(body["prompt"]).split())
+        if isinstance(prompt, httpx.Response):
+            return prompt
         choices = [self._choice(fields, chat, index) for index in range(int(fields.get("n", 1)))]
         if fields.get("stream"):
             return self._stream(fields, chat, choices)
         tokens = sum(c.pop("_tokens") for c in choices)
-        usage = {"prompt_tokens": 5, "completion_tokens": tokens, "total_tokens": 5 + tokens}
+        usage = {"completion_tokens": tokens, "total_tokens": prompt + tokens}
+        if self.prompt_tokens:
+            usage["prompt_tokens"] = prompt
         return httpx.Response(200, json={"object": "x", "choices": choices, "usage": usage})
+
+    def _render(self, messages: list[dict[str, Any]]) -> int | httpx.Response:
+        """The prompt tokens of ``messages``, or the answer refusing or failing on one."""
+        tokens = 3  # the assistant's turn that the answer starts
+        for index, message in enumerate(messages):
+            role = message["role"]
+            how = self.inside.get(role, RENDER if role in ROLES else REJECT)
+            refused = self._refuse(how, f"role {role!r}", f"messages[{index}].role")
+            if refused is not None:
+                return refused
+            if how == DROP:
+                continue
+            tokens += 3
+            content = message.get("content")
+            if isinstance(content, str):
+                tokens += len(content.split())
+            for at, part in enumerate(content if isinstance(content, list) else []):
+                kind = part["type"]
+                how = self.inside.get(kind, RENDER if kind in PART_TOKENS else REJECT)
+                where = f"messages[{index}].content[{at}].type"
+                refused = self._refuse(how, f"content part {kind!r}", where)
+                if refused is not None:
+                    return refused
+                if how == RENDER:
+                    tokens += PART_TOKENS[kind] + len(str(part.get("text", "")).split())
+            for call in message.get("tool_calls") or []:
+                how = self.inside.get("tool_calls", RENDER)
+                refused = self._refuse(how, "tool_calls", f"messages[{index}].tool_calls")
+                if refused is not None:
+                    return refused
+                if how == RENDER:
+                    function = call["function"]
+                    tokens += len(f"{function['name']} {function['arguments']}".split())
+        return tokens
+
+    @staticmethod
+    def _refuse(how: str, what: str, param: str) -> httpx.Response | None:
+        if how == REJECT:
+            return _error(400, f"Invalid value: {what} is not supported", param)
+        if how == FAIL:
+            return httpx.Response(500, text="Internal Server Error")
+        return None
 
     def _choice(self, fields: dict[str, Any], chat: bool, index: int) -> dict[str, Any]:
         words, logprobs = self._generate(fields)
