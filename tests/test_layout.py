@@ -131,3 +131,20 @@ def test_modules_are_small(package: str) -> None:
         if (lines := len(path.read_text().splitlines())) > MAX_LINES
     }
     assert large == {}
+
+
+def _package_of(module: str) -> str:
+    parts = module.split(".")
+    return ".".join(parts[:2])  # gateway.proxy.relay -> gateway.proxy; gateway.cli stays
+
+
+def test_the_gateways_packages_form_no_cycle() -> None:
+    # Stricter than modules: no package reaches back into one that depends on it
+    # (serving runs the app, the app builds the proxy, the proxy uses upstream).
+    graph: dict[str, set[str]] = {}
+    for module, targets in import_graph("gateway").items():
+        here = _package_of(module)
+        graph.setdefault(here, set()).update(
+            t for t in map(_package_of, targets) if t != here and t != "gateway"
+        )
+    assert cycles(graph) == []
