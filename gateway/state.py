@@ -6,9 +6,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from gateway._types import Headers
+from gateway.drain import Drain
 from gateway.observe.exchange import NullObserver, Observer
 from gateway.policy.engine import Policy
-from gateway.serving.drain import Drain
 from gateway.settings import Settings
 from gateway.upstream.base import UpstreamClient
 

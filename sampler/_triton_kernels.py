@@ -19,11 +19,10 @@ scalar for the whole batch: ``MODES`` holds 2 bits per parameter (0 scalar, 1 pe
 2 one element); a float scalar travels as the int64 bits of its float64 value, so it is
 exactly the value a float64 tensor would hold.
 
-Noise is computed in log2 units: with e = -log1p(-u), the score s + g = s - ln(e) equals
-ln 2 * (s / ln 2 - log2(e / ln 2)) - ln(ln 2), so argmax(s + g) is the argmax of
-logit * (1.4426950408889634 / T) - log2(e / ln 2): the same draw, the scale folded into
-the temperature. ``FAST_LOG`` selects the hardware ``lg2.approx`` instruction (compiled
-kernels) or ``tl.log2`` (Triton's interpreter).
+The jit functions they share live by concept: the Philox stream and its Gumbel noise
+(computed in log2 units) in ``sampler._triton_random``, the (key, id) order of every
+reduction in ``sampler._triton_order``, the row kernel's exact fallback in
+``sampler._triton_exact``.
 """
 # Triton reads the kernels' signatures itself; they carry no Python type hints.
 # mypy: disable-error-code="no-untyped-def, untyped-decorator"
@@ -33,29 +32,23 @@ from __future__ import annotations
 import triton
 import triton.language as tl
 
+from sampler._triton_exact import _bisect_prefix, _count_mass, _sample_kept
+from sampler._triton_order import (
+    _argmax_combine,
+    _in_prefix,
+    _key_value,
+    _ordered_key,
+    _pack,
+    _unpack_id,
+    _unpack_key,
+)
+from sampler._triton_random import _group_bits, _gumbel2, _key_words, _token_bits
+
 # Constants are written out where used: a module-level tl.constexpr costs a comparison at
 # every launch (Triton checks that the globals a kernel used have not changed).
-# -log1p(-u) / ln 2 = sum u**i / (i ln 2): below u = 2**-6 the kernels take its first four
-# terms (negated: -1.4426950408889634, -0.7213475204444817, -0.48089834696298783,
-# -0.36067376022224085); the next is < 2**-24 of the sum.
 
 # Kernel arguments that may be a Python scalar: never specialise on their values.
 _PARAMS = ["seeds", "steps", "temps", "top_ks", "top_ps", "min_ps"]
-
-
-@triton.jit
-def _philox(c0, c1, c2, c3, k0, k1):
-    """Philox4x32-10 on uint32 words (Random123), vectorised over the counter blocks."""
-    for _ in tl.static_range(10):
-        a0 = c0
-        a2 = c2
-        c0 = tl.umulhi(a2, 0xCD9E8D57) ^ c1 ^ k0
-        c2 = tl.umulhi(a0, 0xD2511F53) ^ c3 ^ k1
-        c1 = a2 * 0xCD9E8D57
-        c3 = a0 * 0xD2511F53
-        k0 = k0 + 0x9E3779B9
-        k1 = k1 + 0xBB67AE85
-    return c0, c1, c2, c3
 
 
 @triton.jit
@@ -89,127 +82,6 @@ def _row_class(temp, top_k, top_p, min_p, vocab, K_FAST: tl.constexpr):
     pure = (temp == 0.0) | ((~k_on) & (top_p >= 1.0) & (min_p <= 0.0))
     fast = k_on & (top_k <= K_FAST)
     return tl.where(pure, 0, tl.where(fast, 1, 2))
-
-
-@triton.jit
-def _key_words(seed, step):
-    """The row's Philox key words and step words (uint32 scalars) from int64 seed and step."""
-    k0 = (seed & 0xFFFFFFFF).to(tl.uint32)
-    k1 = ((seed >> 32) & 0xFFFFFFFF).to(tl.uint32)
-    s0 = (step & 0xFFFFFFFF).to(tl.uint32)
-    s1 = ((step >> 32) & 0xFFFFFFFF).to(tl.uint32)
-    return k0, k1, s0, s1
-
-
-@triton.jit
-def _group_bits(groups, seed, step, stream):
-    """uint32 words [4 G] of tokens 4 * groups[0] ... 4 * groups[-1] + 3 (groups consecutive).
-
-    One Philox call per group; tl.join keeps a group's 4 words in one thread, so no
-    thread repeats another's Philox call.
-    """
-    k0, k1, s0, s1 = _key_words(seed, step)
-    c0 = groups.to(tl.uint32)
-    zero = tl.zeros_like(c0)
-    w0, w1, w2, w3 = _philox(c0, zero + s0, zero + s1, zero + stream, zero + k0, zero + k1)
-    both = tl.join(tl.join(w0, w2), tl.join(w1, w3))  # the new axis is the minor one
-    return tl.reshape(both, [4 * groups.shape[0]])
-
-
-@triton.jit
-def _token_bits(ids, k0, k1, s0, s1):
-    """uint32 word of each token id in ``ids`` (any shape), keyed by the row's ``_key_words``:
-    one Philox call per id."""
-    c0 = (ids // 4).to(tl.uint32)
-    zero = tl.zeros_like(c0)
-    w0, w1, w2, w3 = _philox(c0, zero + s0, zero + s1, zero, zero + k0, zero + k1)
-    q = ids % 4
-    return tl.where(q == 0, w0, tl.where(q == 1, w1, tl.where(q == 2, w2, w3)))
-
-
-@triton.jit
-def _log2(x, NEG: tl.constexpr, FAST_LOG: tl.constexpr):
-    """log2(x), or log2(-x) when NEG."""
-    if FAST_LOG:
-        # The multi-function unit's log2 (absolute error about 2**-22; ftz: no input here is
-        # denormal, w and e are >= 2**-33): one instruction, where tl.log / tl.log2 call
-        # libdevice's accurate logf (about 20). The negation folds into its operand.
-        y = tl.inline_asm_elementwise(
-            "{ .reg .f32 t; neg.f32 t, $1; lg2.approx.ftz.f32 $0, t; }"
-            if NEG
-            else "lg2.approx.ftz.f32 $0, $1;",
-            "=r,r",
-            [x],
-            dtype=tl.float32,
-            is_pure=True,
-            pack=1,
-        )
-    else:
-        y = tl.log2(-x if NEG else x)
-    return y
-
-
-@triton.jit
-def _gumbel2(x, FAST_LOG: tl.constexpr):
-    """g / ln 2 - log2(ln 2) = -log2(-log1p(-u) / ln 2), u = (x + 0.5) * 2**-32, float32.
-
-    -log1p(-u) / ln 2 comes from its series where u < 2**-6 (the tokens whose noise is
-    large, that is the likely winners) and as -log2(1 - u) with 1 - u formed from ~x
-    elsewhere, so no u rounds to 1 and no accurate log1p is needed. Adding a constant and
-    scaling by 1 / ln 2 change no argmax.
-    """
-    u = x.to(tl.float32) * 2.3283064365386963e-10 + 1.1641532182693481e-10  # (x + .5) / 2**32
-    neg_series = u * (
-        ((u * -0.36067376022224085 + -0.48089834696298783) * u + -0.7213475204444817) * u
-        + -1.4426950408889634
-    )
-    w = (x ^ 0xFFFFFFFF).to(tl.float32) * 2.3283064365386963e-10 + 1.1641532182693481e-10
-    neg_e = tl.where(u < 0.015625, neg_series, _log2(w, False, FAST_LOG))
-    return -_log2(neg_e, True, FAST_LOG)
-
-
-@triton.jit
-def _argmax_combine(v1, i1, v2, i2):
-    first = (v1 > v2) | ((v1 == v2) & (i1 < i2))
-    return tl.where(first, v1, v2), tl.where(first, i1, i2)
-
-
-@triton.jit
-def _ordered_key(x):
-    """uint32 whose unsigned order is the float order of x (float32); -0.0 counts as +0.0."""
-    bits = tl.where(x == 0.0, 0.0, x).to(tl.int32, bitcast=True)
-    return tl.where(bits >= 0, bits ^ -2147483648, ~bits).to(tl.uint32, bitcast=True)
-
-
-@triton.jit
-def _key_value(key):
-    """Inverse of ``_ordered_key``."""
-    bits = key.to(tl.int32, bitcast=True)
-    return tl.where(bits < 0, bits ^ -2147483648, ~bits).to(tl.float32, bitcast=True)
-
-
-@triton.jit
-def _pack(key, ids):
-    """(ordered key, id) as one int64 whose signed order is (key asc, id desc): its maximum
-    is the highest key with the lowest id."""
-    hi = (key ^ 0x80000000).to(tl.int32, bitcast=True).to(tl.int64)
-    return (hi << 32) | (ids.to(tl.int64) ^ 0xFFFFFFFF)
-
-
-@triton.jit
-def _unpack_id(packed):
-    return ((packed & 0xFFFFFFFF) ^ 0xFFFFFFFF).to(tl.int32)
-
-
-@triton.jit
-def _unpack_key(packed):
-    return ((packed >> 32).to(tl.int32) ^ -2147483648).to(tl.uint32, bitcast=True)
-
-
-@triton.jit
-def _in_prefix(key, ids, cut_key, cut_id):
-    """Whether (key, id) ranks at or before (cut_key, cut_id) by (key desc, id asc)."""
-    return (key > cut_key) | ((key == cut_key) & (ids <= cut_id))
 
 
 @triton.jit
@@ -370,91 +242,6 @@ def _kth_floor(keys, k):
         p = tl.where(n >= k, cand, p)
         bit = bit >> 1
     return p << 16
-
-
-@triton.jit
-def _count_mass(
-    row_ptr, vocab, row_max, inv_t, cut_key, cut_id, at_key, at_id, LANES: tl.constexpr
-):
-    """(count, mass) of the tokens in both prefixes; mass = sum exp((l - max) / T)."""
-    lanes = tl.arange(0, LANES)
-    count = tl.zeros([LANES], tl.int32)
-    mass = tl.zeros([LANES], tl.float64)
-    for base in range(0, vocab, LANES):
-        ids = base + lanes
-        valid = ids < vocab
-        logit = tl.load(row_ptr + ids, mask=valid, other=float("-inf")).to(tl.float32)
-        key = _ordered_key(logit)
-        hit = valid & _in_prefix(key, ids, cut_key, cut_id) & _in_prefix(key, ids, at_key, at_id)
-        count += hit.to(tl.int32)
-        e = tl.exp((logit - row_max) * inv_t)
-        mass += tl.where(hit, e, 0.0).to(tl.float64)
-    return tl.sum(count, 0), tl.sum(mass, 0)
-
-
-@triton.jit
-def _bisect_prefix(
-    row_ptr, vocab, row_max, inv_t, cut_key, cut_id, need_count, need_mass, LANES: tl.constexpr
-):
-    """The shortest (key desc, id asc) prefix inside the cut holding >= need_count tokens and
-    >= need_mass mass, as its last (key, id); a bitwise search, one pass over the row a step.
-    """
-    key = tl.zeros([], tl.uint32)
-    bit = tl.full([], 0x80000000, tl.uint32)
-    for _ in range(32):
-        cand = key | bit
-        c, m = _count_mass(row_ptr, vocab, row_max, inv_t, cut_key, cut_id, cand, 2147483647, LANES)
-        if (c >= need_count) & (m >= need_mass):
-            key = cand
-        bit = bit >> 1
-    # Among the tokens at that key, the smallest id that completes the prefix.
-    top = 1
-    while top < vocab:
-        top *= 2
-    below = -1
-    while top > 0:
-        c, m = _count_mass(row_ptr, vocab, row_max, inv_t, cut_key, cut_id, key, below + top, LANES)
-        if (c < need_count) | (m < need_mass):
-            below += top
-        top = top // 2
-    return key, below + 1
-
-
-@triton.jit
-def _sample_kept(
-    row_ptr,
-    vocab,
-    inv_t,
-    row_max,
-    log_min_p,
-    seed,
-    step,
-    cut_key,
-    cut_id,
-    GROUPS: tl.constexpr,
-    FAST_LOG: tl.constexpr,
-):
-    """Gumbel-max over the row, keeping tokens in the cut prefix with (l - max) / T >= log min_p."""
-    groups = tl.arange(0, GROUPS)
-    lanes = tl.arange(0, 4 * GROUPS)
-    inv_t2 = (inv_t * 1.4426950408889634).to(tl.float32)
-    best_v = tl.full([4 * GROUPS], float("-inf"), tl.float32)
-    best_i = tl.full([4 * GROUPS], 2147483647, tl.int32)
-    for base in range(0, vocab, 4 * GROUPS):
-        tok = base + lanes
-        valid = tok < vocab
-        logit = tl.load(row_ptr + tok, mask=valid, other=float("-inf")).to(tl.float32)
-        key = _ordered_key(logit)
-        keep = valid & _in_prefix(key, tok, cut_key, cut_id)
-        keep = keep & ((logit.to(tl.float64) - row_max) * inv_t >= log_min_p)
-        noise = _gumbel2(_group_bits(base // 4 + groups, seed, step, 0), FAST_LOG)
-        score = tl.where(keep, logit * inv_t2 + noise, float("-inf"))
-        tok = tl.where(keep, tok, 2147483647)
-        take = (score > best_v) | ((score == best_v) & (tok < best_i))
-        best_v = tl.where(take, score, best_v)
-        best_i = tl.where(take, tok, best_i)
-    _, i = tl.reduce((best_v, best_i), 0, _argmax_combine)
-    return i
 
 
 @triton.jit(do_not_specialize=_PARAMS)

@@ -5,7 +5,7 @@ as here) has no cap on the size of a request head and no deadline for it:
 a client can send headers forever, or one byte a minute (slow-loris), and
 hold memory and a connection. ``guarded_protocol`` adds both. On SIGTERM the
 server stops accepting at once and the app's Drain gives in-flight requests
-``server.drain_timeout`` seconds before it ends them (see drain.py).
+``server.drain_timeout`` seconds before it ends them (see gateway/drain.py).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import Any
 import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
+from gateway.drain import Drain
 from gateway.observe.logs import logging_config
-from gateway.serving.drain import Drain
 from gateway.settings import Settings
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.contenders import CONTENDERS, Launch, select
+from bench.contenders import BASELINE_ENV, CONTENDERS, Launch, select
 
 
 def _launch(tmp_path: Path) -> Launch:
@@ -25,7 +25,8 @@ def test_selection_keeps_the_table_order() -> None:
         select(["haproxy"])
 
 
-def test_command_lines(tmp_path: Path) -> None:
+def test_command_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(BASELINE_ENV, str(tmp_path / "before"))
     commands = {c.name: c.command(_launch(tmp_path)) for c in CONTENDERS if c.command}
     argv, env = commands["naive"]
     assert "bench.naive_proxy:create_app" in argv
@@ -34,5 +35,21 @@ def test_command_lines(tmp_path: Path) -> None:
     assert argv[1:2] == ["serve"]
     assert argv[argv.index("--upstream") + 1] == "http://127.0.0.1:9000"
     assert env == {"FT_GATEWAY_UPSTREAM__CLIENT": "aiohttp"}
+    argv, env = commands["gateway-baseline"]
+    # The other checkout's gateway, imported before this one's, in this venv.
+    assert argv[1] == "-c" and argv[3] == str(tmp_path / "before") and argv[4] == "serve"
+    assert env == {}
     argv, _ = commands["nginx"]
     assert "server 127.0.0.1:9000;" in (tmp_path / "nginx.conf").read_text()
+
+
+def test_the_baseline_is_available_only_when_named(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(BASELINE_ENV, raising=False)
+    with pytest.raises(ValueError, match="not available"):
+        select(["gateway-baseline"])
+    (tmp_path / "gateway").mkdir()
+    (tmp_path / "gateway" / "cli.py").write_text("")
+    monkeypatch.setenv(BASELINE_ENV, str(tmp_path))
+    assert [c.name for c in select(["gateway-baseline"])] == ["gateway-baseline"]
