@@ -124,6 +124,12 @@ class StreamMerge:
         self._extra: dict[tuple[int, Any], int] = {}
 
     def rewrite(self, index: int, events: bytes) -> bytes:
+        if events[:6] == b"data: " and events.find(b"\n") == len(events) - 2:
+            # One whole plain event: engines send one per chunk (the hot path).
+            data = events[6:-2]
+            if data == b"[DONE]":
+                return b""
+            return self._rewrite_chunk(index, orjson.loads(data)) or b""
         out: list[bytes] = []
         for event, payload in _payloads(events):
             if payload is None:
