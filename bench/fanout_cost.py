@@ -8,11 +8,14 @@ fake engine (bench/fake_engine.py) in its own process over loopback: latency
 and CPU time are then the gateway's own, its upstream client's included. A
 single request and the same request with ``n`` run one after another, one
 request at a time, interleaved round by round so a noisy machine slows both
-alike; JSON and streamed (64 chunks per stream). The table gives medians of
-the rounds: p50 latency and CPU microseconds per client request, and the
-ratios fan-out / single. The fake engine answers at once, so the figures are
-the gateway's work alone: with a real engine the n requests run concurrently
-and the added latency is this plus whatever the engine's batch takes longer.
+alike; JSON, streamed (64 chunks per stream, sent at once, so the gateway
+merges whole blocks of events), and paced streams (the same 64 chunks 1 ms
+apart, each arriving on its own as from a real engine). The table gives
+medians of the rounds: p50 latency and CPU microseconds per client request,
+and the ratios fan-out / single. The fake engine answers at once, so the
+figures are the gateway's work alone: with a real engine the n requests run
+concurrently and the added latency is this plus whatever the engine's batch
+takes longer.
 
 Then the per-event cost of the stream merge: what a streamed chunk costs the
 single relay (``EventSplitter.feed``, which parses it to check it) and what
@@ -31,6 +34,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
@@ -87,7 +91,7 @@ def fake_engine() -> Iterator[str]:
 class _Call:
     """One client request as the ASGI server would hand it to the app."""
 
-    def __init__(self, body: bytes) -> None:
+    def __init__(self, body: bytes, headers: list[tuple[bytes, bytes]]) -> None:
         self.scope = {
             "type": "http",
             "asgi": {"version": "3.0"},
@@ -102,6 +106,7 @@ class _Call:
                 (b"host", b"gateway"),
                 (b"content-type", b"application/json"),
                 (b"content-length", str(len(body)).encode()),
+                *headers,
             ],
             "client": ("127.0.0.1", 50000),
             "server": ("127.0.0.1", 8080),
@@ -128,41 +133,67 @@ class _Call:
                 self._done.set()
 
 
-def _variants(n: int) -> dict[str, bytes]:
-    return {
-        "json single": orjson.dumps(BODY),
-        f"json n={n}": orjson.dumps({**BODY, "n": n}),
-        "stream single": orjson.dumps({**BODY, "stream": True}),
-        f"stream n={n}": orjson.dumps({**BODY, "stream": True, "n": n}),
-    }
+# The engine's 64 chunks one millisecond apart: each arrives on its own, as from a
+# real engine, where the whole stream at once (no pause) shows the most merging.
+PACED = [(b"x-fake-chunk-delay-ms", b"1")]
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One kind of request measured: its body, its headers, its share of ``--number``."""
+
+    name: str
+    body: bytes
+    headers: list[tuple[bytes, bytes]] = field(default_factory=list)
+    share: int = 1  # runs number // share requests per round (paced streams are slow)
+
+
+def variants(n: int) -> list[tuple[Variant, Variant]]:
+    """Pairs of (single request, the same with ``n``)."""
+    stream = {**BODY, "stream": True}
+    return [
+        (
+            Variant("json single", orjson.dumps(BODY)),
+            Variant(f"json n={n}", orjson.dumps({**BODY, "n": n})),
+        ),
+        (
+            Variant("stream single", orjson.dumps(stream)),
+            Variant(f"stream n={n}", orjson.dumps({**stream, "n": n})),
+        ),
+        (
+            Variant("paced stream single", orjson.dumps(stream), PACED, share=10),
+            Variant(f"paced stream n={n}", orjson.dumps({**stream, "n": n}), PACED, share=10),
+        ),
+    ]
 
 
 async def _measure(
-    settings: Settings, variants: dict[str, bytes], *, rounds: int, number: int
+    settings: Settings, measured: list[Variant], *, rounds: int, number: int
 ) -> dict[str, tuple[float, float]]:
     """Per variant: (median p50 latency in us, median CPU us per request)."""
     app = create_app(settings)
-    latency: dict[str, list[float]] = {name: [] for name in variants}
-    cpu: dict[str, list[float]] = {name: [] for name in variants}
+    latency: dict[str, list[float]] = {v.name: [] for v in measured}
+    cpu: dict[str, list[float]] = {v.name: [] for v in measured}
     async with app.router.lifespan_context(app):
-        for body in variants.values():  # warm up: connections, caches
-            for _ in range(20):
-                await _one(app, body)
+        for variant in measured:  # warm up: connections, caches
+            for _ in range(max(1, 20 // variant.share)):
+                await _one(app, variant)
         for _ in range(rounds):
-            for name, body in variants.items():
+            for variant in measured:
+                count = max(1, number // variant.share)
                 times = []
                 cpu_start = time.process_time()
-                for _ in range(number):
-                    times.append(await _one(app, body))
-                cpu[name].append((time.process_time() - cpu_start) / number * 1e6)
-                latency[name].append(statistics.median(times) * 1e6)
+                for _ in range(count):
+                    times.append(await _one(app, variant))
+                cpu[variant.name].append((time.process_time() - cpu_start) / count * 1e6)
+                latency[variant.name].append(statistics.median(times) * 1e6)
     return {
-        name: (statistics.median(latency[name]), statistics.median(cpu[name])) for name in variants
+        name: (statistics.median(latency[name]), statistics.median(cpu[name])) for name in latency
     }
 
 
-async def _one(app: Any, body: bytes) -> float:
-    call = _Call(body)
+async def _one(app: Any, variant: Variant) -> float:
+    call = _Call(variant.body, variant.headers)
     start = time.perf_counter()
     await app(call.scope, call.receive, call.send)
     elapsed = time.perf_counter() - start
@@ -197,7 +228,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--n", type=int, default=3, help="the fan-out measured")
     parser.add_argument("--client", default=None, help="upstream.client (default: the default)")
     args = parser.parse_args(argv)
-    variants = _variants(args.n)
+    pairs = variants(args.n)
+    measured = [v for pair in pairs for v in pair]
     with fake_engine() as url:
         overrides: dict[tuple[str, ...], Any] = {
             ("upstream", "url"): url,
@@ -211,23 +243,23 @@ def main(argv: Sequence[str] | None = None) -> int:
             import uvloop
         except ImportError:  # pragma: no cover - uvloop is a runtime dependency off Windows
             figures = asyncio.run(
-                _measure(settings, variants, rounds=args.rounds, number=args.number)
+                _measure(settings, measured, rounds=args.rounds, number=args.number)
             )
         else:
             figures = uvloop.run(
-                _measure(settings, variants, rounds=args.rounds, number=args.number)
+                _measure(settings, measured, rounds=args.rounds, number=args.number)
             )
-    names = list(variants)
     rows = []
-    for single, fanned in ((names[0], names[1]), (names[2], names[3])):
-        for name in (single, fanned):
-            p50, cpu = figures[name]
-            rows.append([name, format_number(p50), format_number(cpu), "", ""])
-        rows[-1][3] = format_number(figures[fanned][0] / figures[single][0])
-        rows[-1][4] = format_number(figures[fanned][1] / figures[single][1])
+    for single, fanned in pairs:
+        for variant in (single, fanned):
+            p50, cpu = figures[variant.name]
+            rows.append([variant.name, format_number(p50), format_number(cpu), "", ""])
+        rows[-1][3] = format_number(figures[fanned.name][0] / figures[single.name][0])
+        rows[-1][4] = format_number(figures[fanned.name][1] / figures[single.name][1])
     print(
         f"through the gateway ({settings.upstream.client}) to the fast fake engine, one request "
-        f"at a time: medians of {args.rounds} rounds of {args.number} requests each"
+        f"at a time: medians of {args.rounds} rounds of {args.number} requests each "
+        f"({max(1, args.number // 10)} for paced streams: 64 chunks 1 ms apart)"
     )
     header = ["request", "p50 latency us", "CPU us/request", "latency ratio", "CPU ratio"]
     print(markdown([header, *rows]))

@@ -17,6 +17,8 @@ def test_the_bench_prints_single_and_fanout_rows(capsys: pytest.CaptureFixture[s
         "json n=2",
         "stream single",
         "stream n=2",
+        "paced stream single",
+        "paced stream n=2",
         "step",
         "checked (single relay and fan-out)",
         "rewritten (fan-out only)",
