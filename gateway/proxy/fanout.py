@@ -257,16 +257,24 @@ class FanOut:
         tasks: list[asyncio.Task[Any]] = [*self._readers, *self._starts]
         for task in tasks:
             task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
-        failure: BaseException | None = None
-        for task in self._starts:
-            if not task.cancelled() and task.exception() is None:
-                try:
-                    await task.result().response.aclose()
-                except BaseException as exc:  # the others must be closed all the same
-                    failure = failure or exc
-        if failure is not None:
-            raise failure
+        try:
+            if tasks:
+                await asyncio.wait(tasks)
+        finally:
+            # Even if that wait was itself cancelled: a task still running closes
+            # its own response as its cancellation reaches it; these are the rest.
+            failure: BaseException | None = None
+            for task in tasks:
+                if not task.done() or task.cancelled() or task.exception() is not None:
+                    continue  # (exception() marks it retrieved: nothing logged as lost)
+                head = task.result()
+                if isinstance(head, _Head):
+                    try:
+                        await head.response.aclose()
+                    except BaseException as exc:  # the others must be closed all the same
+                        failure = failure or exc
+            if failure is not None:
+                raise failure
 
 
 def _failed(task: asyncio.Task[_Head]) -> bool:
