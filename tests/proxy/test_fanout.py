@@ -233,9 +233,30 @@ def test_stream_events_in_other_framings_are_rewritten() -> None:
     assert second["id"] == "x"
 
 
+def test_a_stream_with_several_choices_keeps_them_apart() -> None:
+    # An engine that answered with two choices although n was taken out: numbered past n.
+    merge = StreamMerge(2, include_usage=False)
+    two = {**chunk(0), "choices": [chunk(0)["choices"][0], chunk(1)["choices"][0]]}
+    out = merge.rewrite(0, sse(two)) + merge.rewrite(1, sse(chunk(0))) + merge.rewrite(0, sse(two))
+    indices = [[c["index"] for c in e["choices"]] for e in payloads(out)]
+    assert indices == [[0, 2], [1], [0, 2]]
+
+
+def test_no_usage_chunk_unless_every_stream_sent_one() -> None:
+    merge = StreamMerge(2, include_usage=True)
+    merge.rewrite(0, sse(chunk(0)) + sse(usage_chunk("c", 3)) + DONE)
+    merge.rewrite(1, sse(chunk(0)) + DONE)
+    assert merge.end() == DONE  # a usage without stream 1's completion would be wrong
+
+
 @pytest.fixture
 def settings() -> Settings:
-    return gateway_settings(environ={"FT_GATEWAY_LIMITS__MAX_STREAM_BYTES": "4096"})
+    return gateway_settings(
+        environ={
+            "FT_GATEWAY_LIMITS__MAX_STREAM_BYTES": "4096",
+            "FT_GATEWAY_LIMITS__MAX_RESPONSE_BYTES": "4096",
+        }
+    )
 
 
 @pytest.fixture
@@ -407,6 +428,19 @@ async def test_a_malformed_answer_in_one_is_a_502(
 
     engine.handler = handler
     openai_error(await client.post(CHAT, json=chat(n=3)), 502, code="upstream_protocol_error")
+
+
+@pytest.mark.anyio
+async def test_an_answer_past_the_size_limit_in_one_is_a_502(
+    client: httpx.AsyncClient, engine: MockEngine
+) -> None:
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, json=completion("x" * 5000 if sub_index(request) else "ok"))
+
+    engine.handler = handler
+    response = await client.post(CHAT, json=chat(n=2))
+    error = openai_error(response, 502, code="upstream_protocol_error")
+    assert "larger than the gateway's limit" in error["message"]
 
 
 def streaming(events: dict[int, bytes]) -> Any:

@@ -157,6 +157,32 @@ async def test_one_stream_failing_ends_the_answer_and_closes_the_others(
         await all_closed(fake_engine, choices={0, 2})
 
 
+async def test_one_stream_going_silent_ends_the_answer_at_its_idle_time_out(
+    fake_engine: FakeEngine, upstream_client: str
+) -> None:
+    """Choice 2 stalls after its first chunk; the others finish. After the (short)
+    stream_idle time-out the answer ends with upstream_timeout."""
+
+    async def handler(request: Seen, wire: Wire) -> None:
+        i = choice_of(request)
+        await wire.send(STREAM_HEAD + chunk(chunk_event(f"{i}")))
+        if i == 2:
+            await wire.until_client_leaves()
+        else:
+            await wire.send(chunk(DONE) + LAST_CHUNK)
+
+    fake_engine.handler = handler
+    settings = fault_settings(fake_engine.url, client=upstream_client)
+    with anyio.fail_after(DEADLINE):
+        async with (
+            serve_gateway(settings) as gateway,
+            httpx.AsyncClient(base_url=gateway.url, timeout=DEADLINE) as client,
+        ):
+            response = await client.post(CHAT, json=chat(n=3, stream=True))
+        assert error_event(response.text)["code"] == "upstream_timeout"
+        await all_closed(fake_engine, choices={2})
+
+
 async def test_client_hang_up_closes_all_n_engine_requests(
     fake_engine: FakeEngine, gateway: Gateway
 ) -> None:
