@@ -124,6 +124,7 @@ class StreamMerge:
         self._extra: dict[tuple[int, Any], int] = {}
 
     def rewrite(self, index: int, events: bytes) -> bytes:
+        """What the client gets for whole events of stream ``index`` (b"" if nothing)."""
         if events[:6] == b"data: " and events.find(b"\n") == len(events) - 2:
             # One whole plain event: engines send one per chunk (the hot path).
             data = events[6:-2]
@@ -175,6 +176,7 @@ class StreamMerge:
         return found
 
     def end(self) -> bytes:
+        """The tail once every stream is done: the usage chunk if asked, then [DONE]."""
         if not self.include_usage or self._usage_chunk is None:
             return DONE
         usage = merge_usage(self._usages)
