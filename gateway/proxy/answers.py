@@ -15,6 +15,9 @@ import orjson
 
 from gateway._types import Headers
 from gateway.errors import UpstreamProtocolError
+from gateway.proxy.engineerrors import normalise_error_body
+
+_JSON = b"application/json"
 
 
 def media_type(headers: Headers) -> bytes:
@@ -55,3 +58,16 @@ def check_json_body(data: bytes) -> None:
         orjson.loads(data)
     except orjson.JSONDecodeError:
         raise UpstreamProtocolError("The engine's answer is not valid JSON.") from None
+
+
+def whole_answer(status: int, headers: Headers, data: bytes) -> tuple[Headers, bytes]:
+    """The headers and body the client gets for an engine's whole (non-stream) answer
+    with ``headers`` (those it may get): an error normalised, a 2xx checked to be JSON."""
+    if status >= 400:
+        data = normalise_error_body(status, data)
+        headers = [(n, v) for n, v in headers if n != b"content-type"]
+        headers.append((b"content-type", _JSON))
+    else:
+        check_json_body(data)
+    headers.append((b"content-length", str(len(data)).encode()))
+    return headers, data

@@ -17,8 +17,8 @@ from gateway.cutoff import Cutoff
 from gateway.errors import GatewayError, RequestTimeout, ShuttingDown
 from gateway.observe.exchange import Exchange
 from gateway.policy.engine import apply_policy
-from gateway.proxy.answers import check_head, check_json_body
-from gateway.proxy.engineerrors import normalise_error_body
+from gateway.proxy.answers import check_head, whole_answer
+from gateway.proxy.fanout import FanOut, fanout_bodies, include_usage
 from gateway.proxy.headers import DROP_DOWNSTREAM, DROP_UPSTREAM, filter_headers, request_id_of
 from gateway.proxy.relay import error_end, relay_stream
 from gateway.proxy.request import parse_request, read_body, request_content
@@ -26,7 +26,6 @@ from gateway.proxy.responder import Responder
 from gateway.state import GatewayState
 from gateway.upstream.base import UpstreamResponse
 
-_JSON = b"application/json"
 logger = logging.getLogger("gateway")
 
 
@@ -70,7 +69,8 @@ class ProxyEndpoint:
             profile = None
             if state.authenticate is not None:
                 exchange.client, profile = state.authenticate(headers)
-            content = b""
+            bodies = [b""]
+            usage = False
             if self.route is not None:
                 raw = await self._read_body(receive, headers)
                 if raw is None:
@@ -83,11 +83,17 @@ class ProxyEndpoint:
                 exchange.outcomes = decision.outcomes
                 if decision.error is not None:
                     raise decision.error
-                content = request_content(raw, decision)
                 exchange.stream = decision.body.get("stream") is True
+                if decision.fanout > 1:
+                    bodies = fanout_bodies(decision.body, decision.fanout)
+                    usage = exchange.stream and include_usage(decision.body)
+                else:
+                    bodies = [request_content(raw, decision)]
                 # Held for a stream's whole life otherwise (memory per open stream).
                 del raw, body, decision
-            await self._forward(scope, receive, responder, exchange, content=content)
+            await self._forward(
+                scope, receive, responder, exchange, bodies=bodies, include_usage=usage
+            )
         except GatewayError as exc:
             exchange.error_code = exc.code
             if not responder.started:
@@ -117,8 +123,11 @@ class ProxyEndpoint:
         responder: Responder,
         exchange: Exchange,
         *,
-        content: bytes,
+        bodies: list[bytes],
+        include_usage: bool,
     ) -> None:
+        """Send ``bodies`` (one, or n for a fan-out) and answer, watching for the client
+        leaving and the drain expiring; ``bodies`` is emptied once they are sent."""
         path: str = scope["path"]
         query: bytes = scope.get("query_string", b"")
         if query:
@@ -132,16 +141,32 @@ class ProxyEndpoint:
         state.drain.register(cutoff)
         try:
             exchange.upstream_started = time.perf_counter()
-            response = await state.upstream.request(
-                scope["method"], path, headers=headers, body=content
-            )
-            del content, headers  # sent: not kept for the life of a stream
-            exchange.upstream_status = response.status
-            try:
-                await self._answer(response, responder, exchange)
-            finally:
-                cutoff.disarm()
-                await response.aclose()
+            if len(bodies) > 1:
+                fanout = FanOut(
+                    state.upstream,
+                    limits=state.settings.limits,
+                    responder=responder,
+                    exchange=exchange,
+                    cutoff=cutoff,
+                )
+                await fanout.answer(
+                    scope["method"],
+                    path,
+                    headers=headers,
+                    bodies=bodies,
+                    include_usage=include_usage,
+                )
+            else:
+                response = await state.upstream.request(
+                    scope["method"], path, headers=headers, body=bodies.pop()
+                )
+                del headers  # sent: not kept for the life of a stream
+                exchange.upstream_status = response.status
+                try:
+                    await self._answer(response, responder, exchange)
+                finally:
+                    cutoff.disarm()
+                    await response.aclose()
             reason = await cutoff.settle()
         except asyncio.CancelledError:
             reason = cutoff.caught()
@@ -195,13 +220,7 @@ class ProxyEndpoint:
             return
         data = await response.read(limits.max_response_bytes)
         exchange.first_byte = time.perf_counter()
-        if response.status >= 400:
-            data = normalise_error_body(response.status, data)
-            headers = [(n, v) for n, v in headers if n != b"content-type"]
-            headers.append((b"content-type", _JSON))
-        else:
-            check_json_body(data)
-        headers.append((b"content-length", str(len(data)).encode()))
+        headers, data = whole_answer(response.status, headers, data)
         await responder.start(response.status, headers)
         await responder.body(data)
 

@@ -36,9 +36,7 @@ async def relay_stream(
                 continue  # read to the end so the connection can be reused
             size += len(chunk)
             if max_bytes is not None and size > max_bytes:
-                failure = UpstreamProtocolError(
-                    f"The engine's stream is larger than the limit ({max_bytes} bytes)."
-                )
+                failure = stream_too_large(max_bytes)
                 break
             events, error = splitter.feed(chunk)
             if events:
@@ -51,7 +49,7 @@ async def relay_stream(
             failure = exc
     else:
         if failure is None and not splitter.done:
-            failure = UpstreamProtocolError("The engine ended the stream before it was complete.")
+            failure = stream_cut_short()
     if failure is not None:
         if on_error is not None:
             on_error(failure)
@@ -61,3 +59,13 @@ async def relay_stream(
 def error_end(exc: GatewayError) -> bytes:
     """The end of a broken stream: the error as an event, then ``data: [DONE]``."""
     return render(exc, event=True) + DONE
+
+
+def stream_too_large(limit: int) -> UpstreamProtocolError:
+    """The failure of a stream past ``limits.max_stream_bytes``."""
+    return UpstreamProtocolError(f"The engine's stream is larger than the limit ({limit} bytes).")
+
+
+def stream_cut_short() -> UpstreamProtocolError:
+    """The failure of a stream that ended without ``data: [DONE]``."""
+    return UpstreamProtocolError("The engine ended the stream before it was complete.")

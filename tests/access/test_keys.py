@@ -148,24 +148,31 @@ async def test_models_needs_a_key_probes_do_not(
 async def test_a_key_selects_its_policy_profile(
     client: httpx.AsyncClient, engine: MockEngine, recorder: Recorder
 ) -> None:
-    refused = await client.post(CHAT, json=chat(n=3), headers=bearer(ALICE))
+    # Interactive keys get the default policy's fan-out, up to n = 8.
+    refused = await client.post(CHAT, json=chat(n=12), headers=bearer(ALICE))
     assert refused.status_code == 400
     assert refused.json()["error"]["param"] == "n"
+    assert refused.json()["error"]["code"] == "integer_above_max_value"
     assert engine.requests == []
+    served = await client.post(CHAT, json=chat(n=3), headers=bearer(ALICE))
+    assert len(served.json()["choices"]) == 3
+    assert len(engine.requests) == 3
 
-    allowed = await client.post(CHAT, json=chat(n=3), headers=bearer(BATCH))
+    # The batch profile raises the maximum to 16, and keeps the action.
+    allowed = await client.post(CHAT, json=chat(n=12), headers=bearer(BATCH))
     assert allowed.status_code == 200
+    assert len(allowed.json()["choices"]) == 12
     assert recorder.finished_exchanges[-1].client == "batch"
-    too_many = await client.post(CHAT, json=chat(n=5), headers=bearer(BATCH))
+    too_many = await client.post(CHAT, json=chat(n=17), headers=bearer(BATCH))
     assert too_many.status_code == 400
     assert too_many.json()["error"]["param"] == "n"
-    assert len(engine.requests) == 1
+    assert len(engine.requests) == 3 + 12
 
 
 @pytest.mark.anyio
 async def test_metrics_count_requests_by_key_name(client: httpx.AsyncClient) -> None:
     await client.post(CHAT, json=chat(), headers=bearer(ALICE))
-    await client.post(CHAT, json=chat(n=3), headers=bearer(ALICE))
+    await client.post(CHAT, json=chat(n=12), headers=bearer(ALICE))  # above alice's maximum
     await client.post(CHAT, json=chat(), headers=bearer(BATCH))
     await client.post(CHAT, json=chat(), headers=bearer("sk-wrong"))
     text = (await client.get("/metrics")).text

@@ -50,7 +50,7 @@ MESSAGES: Any = [{"role": "user", "content": "Invent a name for a cat."}]
     ("kwargs", "param"),
     [
         ({"logprobs": True}, "logprobs"),
-        ({"n": 3}, "n"),
+        ({"top_logprobs": 2}, "top_logprobs"),
         ({"response_format": {"type": "json_object"}}, "response_format"),
         ({"logit_bias": {"1": 10}}, "logit_bias"),
     ],

@@ -62,7 +62,7 @@ async def test_one_json_line_per_request(
     async with gateway() as client:
         capsys.readouterr()
         headers = {"authorization": f"Bearer {CLIENT_KEY}", "x-request-id": "req-1"}
-        await client.post(CHAT, json=secret_chat(logprobs=True, n=1), headers=headers)
+        await client.post(CHAT, json=secret_chat(logprobs=True, n=3), headers=headers)
         await client.post(
             CHAT, json=secret_chat(user="u", max_completion_tokens=5), headers=headers
         )
@@ -82,7 +82,7 @@ async def test_one_json_line_per_request(
         "status": 400,
         "stream": False,
         "policy": "rejected",
-        "fields": {"logprobs": "rejected", "n": "neutral"},
+        "fields": {"logprobs": "rejected", "n": "fanout"},
         "error": "unsupported_parameter",
         "upstream_status": None,
         "upstream_ms": None,

@@ -68,7 +68,13 @@ async def test_metrics_after_a_known_sequence(client: httpx.AsyncClient) -> None
     statuses = [
         (
             await post(
-                client, CHAT, model="ok", messages=MESSAGES, user="u", n=1, max_completion_tokens=5
+                client,
+                CHAT,
+                model="ok",
+                messages=MESSAGES,
+                user="u",
+                logprobs=False,
+                max_completion_tokens=5,
             )
         ),
         (await post(client, CHAT, model="ok", messages=MESSAGES, logprobs=True)),
@@ -96,11 +102,12 @@ async def test_metrics_after_a_known_sequence(client: httpx.AsyncClient) -> None
         labels(route="/v1/models", model="", status="200"): 1,
     }
     assert m.labelled("ft_gateway_policy_decisions_total") == {
-        labels(route=CHAT, field="n", action="neutral"): 1,
+        labels(route=CHAT, field="logprobs", action="neutral"): 1,
         labels(route=CHAT, field="user", action="stripped"): 1,
         labels(route=CHAT, field="max_completion_tokens", action="renamed"): 1,
         labels(route=CHAT, field="logprobs", action="rejected"): 2,
-        labels(route=CHAT, field="n", action="rejected"): 1,
+        # Counted even though logprobs made the request a 400.
+        labels(route=CHAT, field="n", action="fanout"): 1,
     }
     assert m.labelled("ft_gateway_upstream_errors_total") == {
         labels(kind="engine_5xx"): 1,

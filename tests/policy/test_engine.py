@@ -28,8 +28,12 @@ REJECTED = [
     ({"logprobs": True, "top_logprobs": 3}, "logprobs", "unsupported_parameter"),
     ({"top_logprobs": 3}, "top_logprobs", "unsupported_parameter"),
     ({"logit_bias": {"1234": 5}}, "logit_bias", "unsupported_value"),
-    ({"n": 2}, "n", "unsupported_value"),
-    ({"n": 3}, "n", "unsupported_value"),
+    # n is served by fan-out (below) up to the policy's maximum, 8.
+    ({"n": 9}, "n", "integer_above_max_value"),
+    ({"n": 0}, "n", "integer_below_min_value"),
+    ({"n": True}, "n", "invalid_type"),
+    ({"n": 1.5}, "n", "invalid_type"),
+    ({"n": "3"}, "n", "invalid_type"),
     ({"response_format": {"type": "json_object"}}, "response_format", "unsupported_value"),
     (
         {"response_format": {"type": "json_schema", "json_schema": {"name": "x"}}},
@@ -144,6 +148,40 @@ def test_chat_supported_fields_pass_unchanged(policy: Policy, fields: dict[str, 
     assert decision.body.get("seed") == fields.get("seed")
 
 
+# (route, request fields): n > 1 is served by fan-out, on both routes.
+FANOUT = [
+    (CHAT, {"n": 2}),
+    (CHAT, {"n": 8}),
+    (CHAT, {"n": 3, "seed": 1234, "stream": True, "stream_options": {"include_usage": True}}),
+    (COMPLETIONS, {"n": 3}),
+    (COMPLETIONS, {"n": 8, "seed": -1}),
+]
+
+
+@pytest.mark.parametrize(("route", "fields"), FANOUT)
+def test_n_above_one_is_a_fanout_without_n(
+    policy: Policy, route: str, fields: dict[str, Any]
+) -> None:
+    body = chat(**fields) if route == CHAT else comp(**fields)
+    decision = apply_policy(policy, route, body)
+    assert decision.error is None
+    assert decision.fanout == fields["n"]
+    assert decision.changed
+    assert decision.body == {k: v for k, v in body.items() if k != "n"}  # the seed too
+    assert "n" in body  # the client's body is left as it came
+    assert [(o.field, o.action, o.detail) for o in decision.outcomes] == [
+        ("n", "fanout", f"{fields['n']} requests")
+    ]
+
+
+@pytest.mark.parametrize("n", [1, None])
+def test_n_one_or_null_is_no_fanout(policy: Policy, n: int | None) -> None:
+    for route, body in ((CHAT, chat(n=n)), (COMPLETIONS, comp(n=n))):
+        decision = apply_policy(policy, route, body)
+        assert decision.fanout == 1
+        assert decision.body is body and not decision.changed
+
+
 def test_rename_max_completion_tokens(policy: Policy) -> None:
     decision = apply_policy(policy, CHAT, chat(max_completion_tokens=7))
     assert decision.error is None and decision.changed
@@ -183,7 +221,8 @@ def test_langchain_completions_defaults_pass(policy: Policy) -> None:
     [
         ({"logprobs": 0}, "logprobs"),  # 0 still returns the chosen token's logprob
         ({"logprobs": 5}, "logprobs"),
-        ({"n": 2}, "n"),
+        ({"n": 9}, "n"),  # above the fan-out's maximum
+        ({"n": 0}, "n"),
         ({"best_of": 2}, "best_of"),
         ({"echo": True}, "echo"),
         ({"suffix": "end"}, "suffix"),
@@ -203,14 +242,17 @@ def test_missing_required_fields(policy: Policy) -> None:
     assert decision.error.code == "missing_required_parameter"
 
 
-def test_explain_trace_lists_every_field(policy: Policy) -> None:
-    decision = apply_policy(policy, CHAT, chat(seed=1, n=1, user="x"), trace=True)
+@pytest.mark.parametrize(("n", "action"), [(1, "passed"), (3, "fanout")])
+def test_explain_trace_lists_every_field(policy: Policy, n: int, action: str) -> None:
+    decision = apply_policy(policy, CHAT, chat(seed=1, n=n, user="x"), trace=True)
     actions = {o.field: o.action for o in decision.outcomes}
     assert actions == {
         "model": "passed",
         "messages": "passed",
+        "messages[0].role": "passed",
+        "messages[0].content": "passed",
         "seed": "passed",
-        "n": "neutral",
+        "n": action,
         "user": "stripped",
     }
 

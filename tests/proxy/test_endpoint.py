@@ -45,7 +45,7 @@ async def client(settings: Settings, engine: MockEngine) -> AsyncIterator[httpx.
     ("fields", "param"),
     [
         ({"logprobs": True}, "logprobs"),
-        ({"n": 2}, "n"),
+        ({"n": 9}, "n"),  # above the fan-out's maximum (8)
         ({"logit_bias": {"50256": -100}}, "logit_bias"),
         ({"response_format": {"type": "json_object"}}, "response_format"),
         ({"top_logprobs": 2}, "top_logprobs"),

@@ -63,25 +63,28 @@ def fuzz_settings_for(upstream: str) -> Settings:
 def post_and_check(
     client: TestClient | httpx.Client, engine: Engine, route: str, raw: bytes, media: str | None
 ) -> None:
-    """Post ``raw`` to ``route``: never a 5xx; what reaches the engine passes the policy
-    again unchanged; a rejection is OpenAI-shaped, names its field, and reaches no engine."""
+    """Post ``raw`` to ``route``: never a 5xx; what reaches the engine (once, or n times for
+    ``n`` served by fan-out) passes the policy again unchanged; a rejection is OpenAI-shaped,
+    names its field, and reaches no engine."""
     before = len(engine.bodies)
     headers = {} if media is None else {"content-type": media}
     response = client.post(route, content=raw, headers=headers)
     status = response.status_code
     event(f"status {status}")
     assert status < 500, response.content
-    if status == 200:
-        assert len(engine.bodies) == before + 1
-        path, forwarded = engine.bodies[-1]
-        assert path == route
-        check_forwardable(route, forwarded)
-        return
-    assert len(engine.bodies) == before, "a rejected request reached the engine"
     try:
         body: Any = orjson.loads(raw)
     except orjson.JSONDecodeError:
         body = None
+    if status == 200:
+        n = body.get("n")
+        fanout = n if type(n) is int and n > 1 else 1
+        assert len(engine.bodies) == before + fanout
+        for path, forwarded in engine.bodies[before:]:
+            assert path == route
+            check_forwardable(route, forwarded)
+        return
+    assert len(engine.bodies) == before, "a rejected request reached the engine"
     check_error_shape(status, orjson.loads(response.content), body)
 
 

@@ -160,7 +160,9 @@ async def test_logs_carry_neither_prompts_nor_keys(
         async with httpx.AsyncClient(base_url=gateway.url) as client:
             statuses = [
                 (await client.post(CHAT, json=secret, headers=good)).status_code,
-                (await client.post(CHAT, json={**secret, "n": 3}, headers=good)).status_code,
+                (
+                    await client.post(CHAT, json={**secret, "logit_bias": {"1": 5}}, headers=good)
+                ).status_code,
                 (await client.post(CHAT, json={**secret, "x": PROMPT}, headers=good)).status_code,
                 (await client.post(CHAT, json=secret, headers=wrong)).status_code,
                 (await client.post(CHAT, content=PROMPT[:30], headers=good)).status_code,

@@ -150,7 +150,9 @@ async def test_sigterm_stops_accepting_drains_and_exits(tmp_path: Path) -> None:
                     secret = chat(messages=[{"role": "user", "content": SECRET_PROMPT}])
                     auth = {"authorization": f"Bearer {SECRET_KEY}"}
                     assert (await client.post(CHAT, json=secret, headers=auth)).status_code == 200
-                    rejected = await client.post(CHAT, json={**secret, "n": 3}, headers=auth)
+                    rejected = await client.post(
+                        CHAT, json={**secret, "logit_bias": {"1": 5}}, headers=auth
+                    )
                     assert rejected.status_code == 400
                     async with anyio.create_task_group() as tg:
                         started_a, started_b = anyio.Event(), anyio.Event()

@@ -147,7 +147,7 @@ async def test_two_workers_serve_reload_on_sighup_and_restart(tmp_path: Path) ->
 
             pinned = await pin(url, pids)
             try:
-                body = chat(n=2)
+                body = chat(n=9)  # above the fan-out's maximum, 8
                 for client in pinned.values():
                     refused = await client.post(CHAT, json=body)
                     assert refused.status_code == 400
@@ -165,7 +165,9 @@ async def test_two_workers_serve_reload_on_sighup_and_restart(tmp_path: Path) ->
                     assert m.total("ft_gateway_policy_reloads_total") == 0
 
                 # SIGHUP to the parent: every worker reloads the edited policy.
-                policy.write_text(original.replace("neutral: [1]", "neutral: [1, 2]"))
+                rule = "n: {action: fanout, type: integer, minimum: 1, maximum: "
+                assert rule + "8}" in original
+                policy.write_text(original.replace(rule + "8}", rule + "9}"))
                 seen = len(gateway.lines)
                 os.kill(gateway.process.pid, signal.SIGHUP)
                 for _ in pids:

@@ -10,12 +10,13 @@ POLICY = ROOT / "policies" / "ft-serve.yaml"
 FIXTURES = ROOT / "tests" / "fixtures"
 
 # Appended to the default policy: a trusted batch client (an API key with profile
-# "batch") may ask for several choices, as from an engine that honours n.
+# "batch") may ask for more choices per request than the default maximum of 8 (n is
+# served by fan-out: each choice is one more request to the engine).
 BATCH_PROFILE = """
 profiles:
   batch:
     routes:
       /v1/chat/completions:
         fields:
-          n: {action: pass, maximum: 4}
+          n: {maximum: 16}
 """
