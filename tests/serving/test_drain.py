@@ -96,7 +96,9 @@ async def wait_until_refused(port: int) -> None:
     while True:
         try:
             _, writer = await asyncio.open_connection("127.0.0.1", port)
-        except ConnectionRefusedError:
+        except (ConnectionRefusedError, ConnectionResetError):
+            # Refused, or reset: a connect that reached the backlog just as the
+            # listening socket closed. Either way, no longer accepting.
             return
         writer.close()
         await asyncio.sleep(0.01)
