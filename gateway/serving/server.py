@@ -45,14 +45,23 @@ class _LingeringTransport:
     the kernel send RST, which destroys the answer before the client reads it.
     """
 
-    __slots__ = ("_transport", "_protocol", "write", "is_closing")
+    __slots__ = (
+        "_transport",
+        "_protocol",
+        "write",
+        "is_closing",
+        "pause_reading",
+        "resume_reading",
+    )
 
     def __init__(self, transport: asyncio.Transport, protocol: _GuardedHttpToolsProtocol) -> None:
         self._transport = transport
         self._protocol = protocol
-        # Bound once: these run for every response.
+        # Bound once: uvicorn calls these for every request.
         self.write = transport.write
         self.is_closing = transport.is_closing
+        self.pause_reading = transport.pause_reading
+        self.resume_reading = transport.resume_reading
 
     def close(self) -> None:
         if self._protocol.body_pending and not self._protocol.lingering:
