@@ -56,7 +56,7 @@ class _LingeringTransport:
 
     def __init__(self, transport: asyncio.Transport, protocol: _GuardedHttpToolsProtocol) -> None:
         self._transport = transport
-        self._protocol = protocol
+        self._protocol: _GuardedHttpToolsProtocol | None = protocol
         # Bound once: uvicorn calls these for every request.
         self.write = transport.write
         self.is_closing = transport.is_closing
@@ -64,10 +64,16 @@ class _LingeringTransport:
         self.resume_reading = transport.resume_reading
 
     def close(self) -> None:
-        if self._protocol.body_pending and not self._protocol.lingering:
-            self._protocol.linger_then_close()
+        protocol = self._protocol
+        if protocol is not None and protocol.body_pending and not protocol.lingering:
+            protocol.linger_then_close()
         else:
             self._transport.close()
+
+    def release(self) -> None:
+        """Break the protocol <-> transport reference cycle once the connection is gone,
+        so both are freed at once rather than by the cycle collector."""
+        self._protocol = None
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._transport, name)
@@ -151,6 +157,9 @@ class _GuardedHttpToolsProtocol(HttpToolsProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         super().connection_lost(exc)
+        if isinstance(self.transport, _LingeringTransport):
+            self.transport.release()
+        self._raw = None
 
     def on_message_begin(self) -> None:
         super().on_message_begin()

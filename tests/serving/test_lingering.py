@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import urllib.error
 import urllib.request
+import weakref
 from collections.abc import AsyncIterator
+from typing import Any
 
 import anyio
 import orjson
@@ -145,3 +148,42 @@ async def test_a_keep_alive_client_keeps_its_connection() -> None:
         writer.close()
         with contextlib.suppress(OSError):
             await writer.wait_closed()
+
+
+async def test_a_closed_connection_leaves_no_reference_cycle() -> None:
+    # The lingering transport and its protocol point at each other; the cycle is
+    # broken when the connection goes, so both are freed at once, not by the cycle
+    # collector (a soak showed RSS creeping up while it was not).
+    lost = asyncio.Event()
+    alive: list[weakref.ref[Any]] = []
+
+    def connection_made(self: Any, transport: Any) -> None:
+        alive.append(weakref.ref(self))
+        base.connection_made(self, transport)
+
+    def connection_lost(self: Any, exc: Exception | None) -> None:
+        base.connection_lost(self, exc)
+        lost.set()
+
+    settings = _settings()
+    base = guarded_protocol(
+        max_head_bytes=settings.server.max_header_bytes,
+        head_timeout=settings.server.header_timeout,
+    )
+    http = type(
+        "Tracked", (base,), {"connection_made": connection_made, "connection_lost": connection_lost}
+    )
+    gc.disable()
+    try:
+        async with serve_gateway(settings, http=http) as gateway:
+            host, port = gateway.url.removeprefix("http://").split(":")
+            reader, writer = await asyncio.open_connection(host, int(port))
+            writer.write(b"GET /healthz HTTP/1.1\r\nhost: gw\r\nconnection: close\r\n\r\n")
+            assert (await reader.read()).startswith(b"HTTP/1.1 200 ")
+            writer.close()
+            await lost.wait()
+            for _ in range(3):
+                await asyncio.sleep(0)  # let the loop drop its own references
+            assert [ref() for ref in alive] == [None]
+    finally:
+        gc.enable()
