@@ -110,12 +110,16 @@ def _gateway(launch: Launch) -> tuple[list[str], dict[str, str]]:
 
 def _gateway_baseline(launch: Launch) -> tuple[list[str], dict[str, str]]:
     argv, env = _gateway(launch)
+    baseline = Path(os.environ[BASELINE_ENV])
+    # Each checkout as shipped: the baseline's own config, and so its own policy
+    # (the policy format may have changed between the two).
+    if "--config" in argv and (baseline / "config.yaml").exists():
+        argv[argv.index("--config") + 1] = str(baseline / "config.yaml")
     # The baseline's own package first on sys.path (the process runs in this
     # checkout, whose gateway/ would otherwise win).
     program = "import sys; sys.path.insert(0, sys.argv.pop(1)); from gateway.cli import main; "
     program += "sys.exit(main(sys.argv[1:]))"
-    baseline = os.environ[BASELINE_ENV]
-    return [str(VENV_BIN / "python"), "-c", program, baseline, *argv[1:]], env
+    return [str(VENV_BIN / "python"), "-c", program, str(baseline), *argv[1:]], env
 
 
 CONTENDERS = [
@@ -127,7 +131,7 @@ CONTENDERS = [
     Contender("gateway", "ft-gateway serve with the default ft-serve policy", _gateway),
     Contender(
         "gateway-baseline",
-        f"the gateway of the checkout in ${BASELINE_ENV} (same config, same venv)",
+        f"the gateway of the checkout in ${BASELINE_ENV}, with its config (same venv)",
         _gateway_baseline,
         default=False,
     ),

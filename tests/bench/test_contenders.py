@@ -36,9 +36,16 @@ def test_command_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert argv[argv.index("--upstream") + 1] == "http://127.0.0.1:9000"
     assert env == {"FT_GATEWAY_UPSTREAM__CLIENT": "aiohttp"}
     argv, env = commands["gateway-baseline"]
-    # The other checkout's gateway, imported before this one's, in this venv.
+    # The other checkout's gateway, imported before this one's, in this venv, with
+    # that checkout's config when it has one.
     assert argv[1] == "-c" and argv[3] == str(tmp_path / "before") and argv[4] == "serve"
     assert env == {}
+    (tmp_path / "before").mkdir()
+    (tmp_path / "before" / "config.yaml").write_text("{}\n")
+    command = next(c for c in CONTENDERS if c.name == "gateway-baseline").command
+    assert command is not None
+    argv, _ = command(_launch(tmp_path))
+    assert argv[argv.index("--config") + 1] == str(tmp_path / "before" / "config.yaml")
     argv, _ = commands["nginx"]
     assert "server 127.0.0.1:9000;" in (tmp_path / "nginx.conf").read_text()
 
