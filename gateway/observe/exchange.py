@@ -9,10 +9,13 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from gateway.errors import GatewayError
 from gateway.policy.engine import Outcome
+
+if TYPE_CHECKING:
+    from gateway.observe.tracing import Trace
 
 
 @dataclass(slots=True)
@@ -35,6 +38,7 @@ class Exchange:
     first_byte: float | None = None  # engine's first body byte (streams) or headers
     bytes_out: int = 0
     client_disconnected: bool = False
+    trace: Trace | None = None  # its spans, when tracing is on
 
     def failed(self, exc: GatewayError) -> None:
         """Record an error the client was told about (as a status or, mid-stream, an event)."""
