@@ -4,17 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from gateway._types import Headers
 from gateway.drain import Drain
-from gateway.observe.exchange import NullObserver, Observer
+from gateway.observe.exchange import NullObserver, Observer, Tracer
 from gateway.policy.engine import Policy
 from gateway.settings import Settings
 from gateway.upstream.base import UpstreamClient
-
-if TYPE_CHECKING:
-    from gateway.observe.tracing import Tracing
 
 
 @dataclass
@@ -31,4 +27,4 @@ class GatewayState:
     authenticate: Callable[[Headers], tuple[str | None, str | None]] | None = None
     upstream: UpstreamClient = field(init=False)
     drain: Drain = field(default_factory=Drain)
-    tracer: Tracing | None = None  # None: tracing is off
+    tracer: Tracer | None = None  # None: tracing is off

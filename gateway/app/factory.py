@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import httpx
 from prometheus_client import CollectorRegistry
@@ -22,7 +23,7 @@ from gateway.app.dispatch import DispatchingApp
 from gateway.app.health import Health
 from gateway.app.reload import PolicyReloader
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound, render
-from gateway.observe.exchange import Observer, Observers
+from gateway.observe.exchange import Observer, Observers, Tracer
 from gateway.observe.logs import AccessLog
 from gateway.observe.metrics import Metrics
 from gateway.observe.metricsport import MetricsExposure
@@ -105,10 +106,10 @@ def create_app(
     if settings.log.requests:
         observers.append(AccessLog(format=settings.log.format))
     if settings.tracing.enabled:
-        # Imported here: with tracing off the OpenTelemetry SDK is never loaded.
-        from gateway.observe.tracing import Tracing
-
-        tracer = state.tracer = Tracing(settings.tracing, exporter=span_exporter)
+        # Imported by name: with tracing off the OpenTelemetry SDK is never loaded.
+        tracing = importlib.import_module("gateway.observe.tracing")
+        tracer = cast(Tracer, tracing.Tracing(settings.tracing, exporter=span_exporter))
+        state.tracer = tracer
         metrics.spans_dropped = lambda: tracer.dropped
         observers.append(tracer)
     state.observer = observers[0] if len(observers) == 1 else Observers(*observers)

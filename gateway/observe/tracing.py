@@ -36,7 +36,7 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 
 from gateway import __version__
 from gateway._types import Headers
-from gateway.observe.exchange import Exchange
+from gateway.observe.exchange import Exchange, TraceHooks
 from gateway.settings import Tracing as TracingSettings
 
 OPERATIONS = {"/v1/chat/completions": "chat", "/v1/completions": "text_completion"}
@@ -55,6 +55,11 @@ REQUEST_FIELDS = {
 }
 _TRACE_HEADERS = (b"traceparent", b"tracestate")
 _PROPAGATOR = TraceContextTextMapPropagator()
+
+
+def _trace_of(exchange: Exchange) -> Trace | None:
+    hooks: TraceHooks | None = exchange.trace
+    return hooks if isinstance(hooks, Trace) else None
 
 
 def _scalar(value: Any) -> Any:
@@ -263,7 +268,7 @@ class Tracing:
 
     def request(self, exchange: Exchange, body: dict[str, Any]) -> None:
         """Record the request's model and the parameters the client set."""
-        trace_ = exchange.trace
+        trace_ = _trace_of(exchange)
         if trace_ is None or not trace_.recording:
             return
         span = trace_.span
@@ -287,7 +292,7 @@ class Tracing:
     def upstream_headers(self, exchange: Exchange, headers: Headers) -> Headers:
         """Open the engine request's span; ``headers`` with its traceparent instead of
         the client's."""
-        trace_ = exchange.trace
+        trace_ = _trace_of(exchange)
         if trace_ is None:
             return headers
         parent = trace.set_span_in_context(trace_.span)
@@ -306,7 +311,7 @@ class Tracing:
         return None
 
     def finished(self, exchange: Exchange) -> None:
-        trace_ = exchange.trace
+        trace_ = _trace_of(exchange)
         if trace_ is None:
             return
         end = time.time_ns()
