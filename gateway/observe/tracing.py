@@ -87,6 +87,7 @@ class Trace:
         "output_tokens",
         "finish_reasons",
         "output",
+        "attributes",
     )
 
     def __init__(self, span: trace.Span, *, base_perf: float, capture: bool) -> None:
@@ -102,6 +103,7 @@ class Trace:
         self.output_tokens: int | None = None
         self.finish_reasons: dict[int, str] = {}
         self.output: dict[int, list[str]] = {}
+        self.attributes: dict[str, Any] = {}  # the gateway span's, set once at its end
 
     def ns(self, perf: float) -> int:
         """A ``perf_counter`` time as Unix nanoseconds (what spans take)."""
@@ -271,36 +273,39 @@ class Tracing:
         trace_ = _trace_of(exchange)
         if trace_ is None or not trace_.recording:
             return
-        span = trace_.span
+        attributes = trace_.attributes
         model = body.get("model")
         operation = OPERATIONS.get(exchange.route or "")
         if isinstance(model, str):
-            span.set_attribute("gen_ai.request.model", model)
+            attributes["gen_ai.request.model"] = model
             if operation is not None:
-                span.update_name(f"{operation} {model}")
+                trace_.span.update_name(f"{operation} {model}")
         for name, attribute in REQUEST_FIELDS.items():
             value = _scalar(body.get(name))
             if name == "stop" and isinstance(value, str):
                 value = [value]
             if value is not None:
-                span.set_attribute(attribute, value)
+                attributes[attribute] = value
         if self.settings.capture_content:
             content = body.get("messages", body.get("prompt"))
             if content is not None:
-                span.set_attribute("gen_ai.input.messages", orjson.dumps(content).decode())
+                attributes["gen_ai.input.messages"] = orjson.dumps(content).decode()
 
     def upstream_headers(self, exchange: Exchange, headers: Headers) -> Headers:
         """Open the engine request's span; ``headers`` with its traceparent instead of
-        the client's."""
+        the client's. An unsampled trace gets no child span: the engine is told the
+        gateway span's context (unsampled), which costs a span less."""
         trace_ = _trace_of(exchange)
         if trace_ is None:
             return headers
-        parent = trace.set_span_in_context(trace_.span)
-        name = getattr(trace_.span, "name", "engine")
-        upstream = self.tracer.start_span(name, context=parent, kind=SpanKind.CLIENT)
-        trace_.upstream = upstream
+        context = trace.set_span_in_context(trace_.span)
+        if trace_.recording:
+            name = getattr(trace_.span, "name", "engine")
+            upstream = self.tracer.start_span(name, context=context, kind=SpanKind.CLIENT)
+            trace_.upstream = upstream
+            context = trace.set_span_in_context(upstream)
         carrier: dict[str, str] = {}
-        _PROPAGATOR.inject(carrier, context=trace.set_span_in_context(upstream))
+        _PROPAGATOR.inject(carrier, context=context)
         out = [(n, v) for n, v in headers if n not in _TRACE_HEADERS]
         out.extend((k.encode(), v.encode()) for k, v in carrier.items())
         return out
@@ -317,22 +322,23 @@ class Tracing:
         end = time.time_ns()
         span, upstream = trace_.span, trace_.upstream
         if not trace_.recording:
-            if upstream is not None:
-                upstream.end(end)
             span.end(end)
             return
-        _set_request_attributes(span, exchange)
+        # Attributes set at once: the SDK takes a lock per set_attribute call.
+        attributes = trace_.attributes
+        _request_attributes(attributes, exchange)
+        answer = _answer_attributes(trace_)
+        attributes.update(answer)
         verdict: str | None = None
         if exchange.outcomes:
             verdict = _verdict(exchange)
-            fields = [f"{o.field}:{o.action}" for o in exchange.outcomes]
-            span.set_attribute("ft_gateway.policy.verdict", verdict)
-            span.set_attribute("ft_gateway.policy.fields", fields)
-        else:
-            verdict = "passed" if exchange.route is not None and exchange.model else None
-            if verdict is not None:
-                span.set_attribute("ft_gateway.policy.verdict", verdict)
+            attributes["ft_gateway.policy.fields"] = [
+                f"{o.field}:{o.action}" for o in exchange.outcomes
+            ]
+        elif exchange.route is not None and exchange.model:
+            verdict = "passed"
         if verdict is not None:
+            attributes["ft_gateway.policy.verdict"] = verdict
             at = exchange.upstream_started
             span.add_event(
                 "ft_gateway.policy",
@@ -342,30 +348,29 @@ class Tracing:
                 },
                 timestamp=trace_.ns(at) if at is not None else end,
             )
-        _set_answer_attributes(span, trace_)
         if exchange.client_disconnected:
-            span.set_attribute("ft_gateway.client_disconnected", True)
+            attributes["ft_gateway.client_disconnected"] = True
             span.add_event("ft_gateway.client_disconnected", timestamp=end)
         error = exchange.error_code
         if error is not None:
-            span.set_attribute("error.type", error)
-            span.set_attribute("ft_gateway.error_code", error)
+            attributes["error.type"] = error
+        span.set_attributes(attributes)
         if error is not None or exchange.status >= 500:
             span.set_status(Status(StatusCode.ERROR, error))
         if upstream is not None:
             if exchange.upstream_status is not None:
-                upstream.set_attribute("http.response.status_code", exchange.upstream_status)
-            if exchange.first_byte is not None:
-                upstream.add_event(
-                    "ft_gateway.first_byte", timestamp=trace_.ns(exchange.first_byte)
-                )
+                answer["http.response.status_code"] = exchange.upstream_status
+            upstream.set_attributes(answer)
             if exchange.upstream_started is not None:
                 upstream.add_event(
                     "ft_gateway.sent", timestamp=trace_.ns(exchange.upstream_started)
                 )
+            if exchange.first_byte is not None:
+                upstream.add_event(
+                    "ft_gateway.first_byte", timestamp=trace_.ns(exchange.first_byte)
+                )
             if error is not None and exchange.upstream_status is None:
                 upstream.set_status(Status(StatusCode.ERROR, error))
-            _set_answer_attributes(upstream, trace_)
             upstream.end(end)
         span.end(end)
 
@@ -385,37 +390,40 @@ def _verdict(exchange: Exchange) -> str:
     return "passed"
 
 
-def _set_request_attributes(span: trace.Span, exchange: Exchange) -> None:
+def _request_attributes(attributes: dict[str, Any], exchange: Exchange) -> None:
     operation = OPERATIONS.get(exchange.route or "")
     if operation is not None:
-        span.set_attribute("gen_ai.operation.name", operation)
-    span.set_attribute("http.request.method", exchange.method)
-    span.set_attribute("url.path", exchange.path)
+        attributes["gen_ai.operation.name"] = operation
+    attributes["http.request.method"] = exchange.method
+    attributes["url.path"] = exchange.path
     if exchange.route is not None:
-        span.set_attribute("http.route", exchange.route)
+        attributes["http.route"] = exchange.route
     if exchange.status:
-        span.set_attribute("http.response.status_code", exchange.status)
-    span.set_attribute("ft_gateway.request_id", exchange.request_id)
-    span.set_attribute("ft_gateway.stream", exchange.stream)
-    span.set_attribute("ft_gateway.bytes_out", exchange.bytes_out)
+        attributes["http.response.status_code"] = exchange.status
+    attributes["ft_gateway.request_id"] = exchange.request_id
+    attributes["ft_gateway.stream"] = exchange.stream
+    attributes["ft_gateway.bytes_out"] = exchange.bytes_out
     if exchange.client is not None:
-        span.set_attribute("ft_gateway.client", exchange.client)
+        attributes["ft_gateway.client"] = exchange.client
     if exchange.upstream_status is not None:
-        span.set_attribute("ft_gateway.upstream.status", exchange.upstream_status)
+        attributes["ft_gateway.upstream.status"] = exchange.upstream_status
 
 
-def _set_answer_attributes(span: trace.Span, trace_: Trace) -> None:
+def _answer_attributes(trace_: Trace) -> dict[str, Any]:
+    """What the answer said, for the gateway span and the engine span alike."""
+    out: dict[str, Any] = {}
     if trace_.response_model is not None:
-        span.set_attribute("gen_ai.response.model", trace_.response_model)
+        out["gen_ai.response.model"] = trace_.response_model
     if trace_.response_id is not None:
-        span.set_attribute("gen_ai.response.id", trace_.response_id)
+        out["gen_ai.response.id"] = trace_.response_id
     if trace_.input_tokens is not None:
-        span.set_attribute("gen_ai.usage.input_tokens", trace_.input_tokens)
+        out["gen_ai.usage.input_tokens"] = trace_.input_tokens
     if trace_.output_tokens is not None:
-        span.set_attribute("gen_ai.usage.output_tokens", trace_.output_tokens)
+        out["gen_ai.usage.output_tokens"] = trace_.output_tokens
     if trace_.finish_reasons:
         reasons = [trace_.finish_reasons[i] for i in sorted(trace_.finish_reasons)]
-        span.set_attribute("gen_ai.response.finish_reasons", reasons)
+        out["gen_ai.response.finish_reasons"] = reasons
     if trace_.output:
         texts = ["".join(trace_.output[i]) for i in sorted(trace_.output)]
-        span.set_attribute("gen_ai.output.messages", orjson.dumps(texts).decode())
+        out["gen_ai.output.messages"] = orjson.dumps(texts).decode()
+    return out
