@@ -361,10 +361,6 @@ class Tracing:
             if exchange.upstream_status is not None:
                 answer["http.response.status_code"] = exchange.upstream_status
             upstream.set_attributes(answer)
-            if exchange.upstream_started is not None:
-                upstream.add_event(
-                    "ft_gateway.sent", timestamp=trace_.ns(exchange.upstream_started)
-                )
             if exchange.first_byte is not None:
                 upstream.add_event(
                     "ft_gateway.first_byte", timestamp=trace_.ns(exchange.first_byte)
