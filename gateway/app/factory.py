@@ -129,7 +129,8 @@ def create_app(
             finally:
                 if state.tracer is not None:
                     # Flushing blocks (an export to a collector that may be gone): off the loop.
-                    await asyncio.to_thread(state.tracer.shutdown, settings.tracing.export_timeout)
+                    bound = settings.tracing.export_timeout + 1
+                    await asyncio.to_thread(state.tracer.shutdown, bound)
 
     proxied = {
         ("POST", "/v1/chat/completions"): ProxyEndpoint(state, route="/v1/chat/completions"),

@@ -371,9 +371,16 @@ class Tracing:
         span.end(end)
 
     def shutdown(self, timeout: float = 5.0) -> None:
-        """Export what is waiting (bounded by ``timeout`` seconds), then stop. Blocks:
+        """Export what is waiting, then stop, for ``timeout`` seconds at most. Blocks:
         call it off the event loop."""
-        self.provider.force_flush(int(timeout * 1000))
+        # The SDK's flush does not bound itself (each export is bounded, not their
+        # number): on a thread of its own, given up on past ``timeout``.
+        stopping = threading.Thread(target=self._stop, name="ft-gateway-tracing-stop", daemon=True)
+        stopping.start()
+        stopping.join(timeout)
+
+    def _stop(self) -> None:
+        self.provider.force_flush()
         self.provider.shutdown()
 
 
