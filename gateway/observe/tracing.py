@@ -54,6 +54,9 @@ REQUEST_FIELDS = {
     "stop": "gen_ai.request.stop_sequences",
 }
 _TRACE_HEADERS = (b"traceparent", b"tracestate")
+# As the access log: a client's fields are many and long at will, an attribute is not.
+MAX_FIELDS = 64
+MAX_NAME = 100
 _PROPAGATOR = TraceContextTextMapPropagator()
 
 
@@ -333,9 +336,9 @@ class Tracing:
         if exchange.outcomes:
             verdict = _verdict(exchange)
             attributes["ft_gateway.policy.fields"] = [
-                f"{o.field}:{o.action}" for o in exchange.outcomes
+                f"{o.field[:MAX_NAME]}:{o.action}" for o in exchange.outcomes[:MAX_FIELDS]
             ]
-        elif exchange.route is not None and exchange.model:
+        elif exchange.route is not None:
             verdict = "passed"
         if verdict is not None:
             attributes["ft_gateway.policy.verdict"] = verdict
@@ -385,6 +388,7 @@ class Tracing:
 
 
 def _verdict(exchange: Exchange) -> str:
+    """The access log's ``policy``: rejected, changed (any action but neutral), passed."""
     actions = {o.action for o in exchange.outcomes}
     if "rejected" in actions:
         return "rejected"

@@ -347,3 +347,22 @@ async def test_a_completions_request_is_a_text_completion_span() -> None:
         server, _ = await receiver.trace_of("tc")
     assert server.name == f"text_completion {MODEL}"
     assert server.attributes["gen_ai.operation.name"] == "text_completion"
+
+
+async def test_n_by_fanout_is_one_engine_span_whose_context_each_request_carries(
+    fake_engine: FakeEngine,
+) -> None:
+    async with otlp_receiver() as (receiver, traces), traced_gateway(fake_engine.url, traces) as c:
+        response = await c.post(CHAT, json=chat(n=2), headers={"x-request-id": "fan"})
+        assert response.status_code == 200 and len(response.json()["choices"]) == 2
+        server, upstream = await receiver.trace_of("fan")
+    assert server.attributes["gen_ai.request.choice.count"] == 2
+    assert server.attributes["ft_gateway.policy.verdict"] == "changed"
+    assert server.attributes["gen_ai.response.finish_reasons"] == ["stop", "stop"]
+    for i in range(2):
+        seen = fake_engine.find(f"fan-{i}")
+        assert seen is not None
+        assert traceparent_of(seen.header(b"traceparent"))[:2] == (
+            server.trace_id,
+            upstream.span_id,
+        )
