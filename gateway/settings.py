@@ -173,6 +173,39 @@ class Log(_Section):
     requests: bool = Field(default=True, description="one line per request")
 
 
+class Tracing(_Section):
+    """OpenTelemetry traces over OTLP/HTTP. A key left unset falls back to the standard
+    ``OTEL_*`` variable the SDK reads (see docs/tracing.md); a key set here wins."""
+
+    enabled: bool = Field(default=False, description="one span per request, exported over OTLP")
+    endpoint: str | None = Field(
+        default=None,
+        pattern=_URL,
+        description="the collector's traces URL, e.g. http://127.0.0.1:4318/v1/traces "
+        "(unset: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT)",
+    )
+    service_name: str | None = Field(
+        default=None, description="service.name (unset: OTEL_SERVICE_NAME, else ft-gateway)"
+    )
+    sample_ratio: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="share of new traces kept; a client's sampled traceparent is followed "
+        "(unset: OTEL_TRACES_SAMPLER, else every trace)",
+    )
+    capture_content: bool = Field(
+        default=False, description="put prompt and completion text in spans (never keys)"
+    )
+    export_timeout: float = Field(default=10.0, gt=0, description="seconds per OTLP export")
+    queue_size: int = Field(
+        default=2048, ge=1, description="spans waiting for export; past it they are dropped"
+    )
+    schedule_delay: float = Field(
+        default=1.0, gt=0, description="seconds between exports of the waiting spans"
+    )
+
+
 class Settings(_Section):
     """Everything the gateway needs to start."""
 
@@ -187,6 +220,7 @@ class Settings(_Section):
         default=False, description="reload the policy when its file changes (SIGHUP always does)"
     )
     log: Log = Field(default_factory=Log)
+    tracing: Tracing = Field(default_factory=Tracing)
 
     def upstream_api_key(self) -> str | None:
         """The engine's API key, read from the environment variable the config names."""

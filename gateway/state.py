@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from gateway._types import Headers
 from gateway.drain import Drain
-from gateway.observe.exchange import NullObserver, Observer
+from gateway.observe.exchange import NullObserver, Observer, Tracer
 from gateway.policy.engine import Policy
 from gateway.settings import Settings
 from gateway.upstream.base import UpstreamClient
@@ -27,3 +27,4 @@ class GatewayState:
     authenticate: Callable[[Headers], tuple[str | None, str | None]] | None = None
     upstream: UpstreamClient = field(init=False)
     drain: Drain = field(default_factory=Drain)
+    tracer: Tracer | None = None  # None: tracing is off

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import importlib
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import TYPE_CHECKING, cast
 
 import httpx
 from prometheus_client import CollectorRegistry
@@ -20,7 +23,7 @@ from gateway.app.dispatch import DispatchingApp
 from gateway.app.health import Health
 from gateway.app.reload import PolicyReloader
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound, render
-from gateway.observe.exchange import Observers
+from gateway.observe.exchange import Observer, Observers, Tracer
 from gateway.observe.logs import AccessLog
 from gateway.observe.metrics import Metrics
 from gateway.observe.metricsport import MetricsExposure
@@ -30,6 +33,9 @@ from gateway.proxy.endpoint import ProxyEndpoint
 from gateway.settings import Settings
 from gateway.state import GatewayState
 from gateway.upstream.factory import make_upstream
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export import SpanExporter
 
 logger = logging.getLogger("gateway")
 
@@ -72,10 +78,12 @@ def create_app(
     policy: Policy | None = None,
     registry: CollectorRegistry | None = None,
     worker_dir: Path | None = None,
+    span_exporter: SpanExporter | None = None,
 ) -> Starlette:
     """Build the gateway. Tests inject ``transport``; production passes none.
     Metrics go to ``registry`` (a new one per app by default); ``worker_dir``:
-    this app is one of several workers, which meet there to add up metrics."""
+    this app is one of several workers, which meet there to add up metrics;
+    ``span_exporter``: where spans go instead of OTLP (the bench's no-op one)."""
     key = settings.upstream_api_key()
     state = GatewayState(
         settings=settings,
@@ -94,10 +102,17 @@ def create_app(
 
     metrics = Metrics(registry)
     metrics.policy_live(state.policy)
+    observers: list[Observer] = [metrics]
     if settings.log.requests:
-        state.observer = Observers(metrics, AccessLog(format=settings.log.format))
-    else:
-        state.observer = metrics
+        observers.append(AccessLog(format=settings.log.format))
+    if settings.tracing.enabled:
+        # Imported by name: with tracing off the OpenTelemetry SDK is never loaded.
+        tracing = importlib.import_module("gateway.observe.tracing")
+        tracer = cast(Tracer, tracing.Tracing(settings.tracing, exporter=span_exporter))
+        state.tracer = tracer
+        metrics.spans_dropped = lambda: tracer.dropped
+        observers.append(tracer)
+    state.observer = observers[0] if len(observers) == 1 else Observers(*observers)
     reloader = PolicyReloader(state, metrics=metrics, profiles=profiles_in_use)
     exposure = MetricsExposure(settings, metrics, worker_dir=worker_dir)
     health = Health(state, reloader)
@@ -109,7 +124,13 @@ def create_app(
             async with reloader.running(watch=settings.watch_policy), exposure.serving():
                 yield
         finally:
-            await state.upstream.aclose()
+            try:
+                await state.upstream.aclose()
+            finally:
+                if state.tracer is not None:
+                    # Flushing blocks (an export to a collector that may be gone): off the loop.
+                    bound = settings.tracing.export_timeout + 1
+                    await asyncio.to_thread(state.tracer.shutdown, bound)
 
     proxied = {
         ("POST", "/v1/chat/completions"): ProxyEndpoint(state, route="/v1/chat/completions"),

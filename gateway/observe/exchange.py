@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
+from gateway._types import Headers
 from gateway.errors import GatewayError
 from gateway.policy.engine import Outcome
 
@@ -35,10 +36,19 @@ class Exchange:
     first_byte: float | None = None  # engine's first body byte (streams) or headers
     bytes_out: int = 0
     client_disconnected: bool = False
+    trace: TraceHooks | None = None  # its spans, when tracing is on
 
     def failed(self, exc: GatewayError) -> None:
         """Record an error the client was told about (as a status or, mid-stream, an event)."""
         self.error_code = exc.code
+
+
+class TraceHooks(Protocol):
+    """One request's trace, told what the answer said (observe/tracing.py's Trace)."""
+
+    def answer(self, data: bytes) -> None: ...
+
+    def events(self, events: bytes) -> None: ...
 
 
 class Observer(Protocol):
@@ -47,6 +57,20 @@ class Observer(Protocol):
     def started(self, exchange: Exchange) -> None: ...
 
     def finished(self, exchange: Exchange) -> None: ...
+
+
+class Tracer(Observer, Protocol):
+    """Opens each request's spans (observe/tracing.py's Tracing, built only when on)."""
+
+    dropped: int
+
+    def begin(self, exchange: Exchange, headers: Headers) -> None: ...
+
+    def request(self, exchange: Exchange, body: dict[str, Any]) -> None: ...
+
+    def upstream_headers(self, exchange: Exchange, headers: Headers) -> Headers: ...
+
+    def shutdown(self, timeout: float = 5.0) -> None: ...
 
 
 class NullObserver:

@@ -18,7 +18,7 @@ from __future__ import annotations
 import bisect
 import re
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -100,6 +100,7 @@ class Tallies:
     policy: tuple[str, str, float] | None = None  # path, sha256, loaded at (Unix time)
     # By API key name (the operator names them, so the labels are bounded) and status.
     clients: dict[tuple[str, int], int] = field(default_factory=dict)
+    trace_spans_dropped: int = 0
 
     def merge(self, other: Tallies) -> None:
         """Add ``other``'s numbers to these (another worker's, for one scrape)."""
@@ -114,6 +115,7 @@ class Tallies:
                 hists.setdefault(route, Histogram()).merge(hist)
         self.in_flight += other.in_flight
         self.streams_in_flight += other.streams_in_flight
+        self.trace_spans_dropped += other.trace_spans_dropped
         self.policy = self.policy or other.policy
 
 
@@ -150,6 +152,8 @@ class Metrics:
         self._field_labels: dict[str, str] = {}
         # Requests being handled: the gauges are counted from these when scraped.
         self._live: dict[int, Exchange] = {}
+        # Spans the tracer lost so far (when tracing is on): read when scraped.
+        self.spans_dropped: Callable[[], int] | None = None
         self.registry.register(self)
 
     # The Observer protocol.
@@ -231,6 +235,8 @@ class Metrics:
     def snapshot(self) -> Tallies:
         """The numbers now, in-flight gauges included."""
         live = list(self._live.values())
+        if self.spans_dropped is not None:
+            self.tallies.trace_spans_dropped = self.spans_dropped()
         self.tallies.in_flight = len(live)
         # A stream is in flight once the policy let it through to the engine.
         self.tallies.streams_in_flight = sum(
@@ -307,6 +313,11 @@ def families(t: Tallies) -> Iterator[Metric]:
         "Requests by API key name and HTTP status (only when API keys are on).",
         ["client", "status"],
         t.clients,
+    )
+    yield CounterMetricFamily(
+        "ft_gateway_trace_spans_dropped",
+        "Trace spans lost: the export queue was full or the collector failed (tracing on).",
+        value=t.trace_spans_dropped,
     )
     yield _counter(
         "ft_gateway_policy_reloads",

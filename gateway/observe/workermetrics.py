@@ -51,6 +51,7 @@ def encode_tallies(t: Tallies) -> bytes:
             "streams_in_flight": t.streams_in_flight,
             "policy": t.policy,
             "clients": [[*k, n] for k, n in t.clients.items()],
+            "trace_spans_dropped": t.trace_spans_dropped,
         }
     )
 
@@ -81,6 +82,7 @@ def decode_tallies(raw: bytes) -> Tallies:
         streams_in_flight=int(d["streams_in_flight"]),
         policy=(str(policy[0]), str(policy[1]), float(policy[2])) if policy else None,
         clients={(c, int(s)): int(n) for c, s, n in d["clients"]},
+        trace_spans_dropped=int(d.get("trace_spans_dropped", 0)),
     )
 
 

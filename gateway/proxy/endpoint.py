@@ -59,6 +59,9 @@ class ProxyEndpoint:
             route=self.route,
             request_id=responder.request_id.decode(),
         )
+        tracer = state.tracer
+        if tracer is not None:
+            tracer.begin(exchange, headers)
         state.observer.started(exchange)
         try:
             if state.drain.draining:
@@ -77,6 +80,8 @@ class ProxyEndpoint:
                     exchange.client_disconnected = True
                     return
                 body = parse_request(raw, headers)
+                if tracer is not None:
+                    tracer.request(exchange, body)
                 model = body.get("model")
                 exchange.model = model if isinstance(model, str) else None
                 decision = apply_policy(state.policy, self.route, body, profile=profile)
@@ -133,6 +138,8 @@ class ProxyEndpoint:
         if query:
             path = f"{path}?{query.decode('latin-1')}"
         headers = self._upstream_headers(scope["headers"], responder.request_id)
+        if self.state.tracer is not None:
+            headers = self.state.tracer.upstream_headers(exchange, headers)
         state = self.state
         cutoff = Cutoff()
         watcher = asyncio.get_running_loop().create_task(
@@ -202,6 +209,7 @@ class ProxyEndpoint:
     ) -> None:
         headers = filter_headers(response.headers, DROP_DOWNSTREAM)
         limits = self.state.settings.limits
+        trace = exchange.trace
         if check_head(response.status, headers, stream=exchange.stream):
             headers.append((b"cache-control", b"no-cache"))
             headers.append((b"x-accel-buffering", b"no"))
@@ -212,6 +220,8 @@ class ProxyEndpoint:
                 ):
                     if exchange.first_byte is None:
                         exchange.first_byte = time.perf_counter()
+                    if trace is not None:
+                        trace.events(chunk)
                     await responder.body(chunk, more=True)
                 await responder.body(b"")
             except OSError:
@@ -220,6 +230,8 @@ class ProxyEndpoint:
             return
         data = await response.read(limits.max_response_bytes)
         exchange.first_byte = time.perf_counter()
+        if trace is not None and response.status < 400:
+            trace.answer(data)
         headers, data = whole_answer(response.status, headers, data)
         await responder.start(response.status, headers)
         await responder.body(data)

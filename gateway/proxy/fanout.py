@@ -180,6 +180,8 @@ class FanOut:
     async def _answer_whole(self, status: int, headers: Headers, data: bytes) -> None:
         self.exchange.upstream_status = status
         self.exchange.first_byte = time.perf_counter()
+        if self.exchange.trace is not None and status < 400:
+            self.exchange.trace.answer(data)
         headers, data = whole_answer(status, headers, data)
         await self.responder.start(status, headers)
         await self.responder.body(data)
@@ -243,6 +245,8 @@ class FanOut:
                 if out:
                     if self.exchange.first_byte is None:
                         self.exchange.first_byte = time.perf_counter()
+                    if self.exchange.trace is not None:
+                        self.exchange.trace.events(out)
                     await self.responder.body(out, more=True)
             if failure is not None:
                 return failure

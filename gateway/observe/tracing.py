@@ -1,0 +1,436 @@
+"""OpenTelemetry traces: one span per request in the GenAI semantic conventions.
+
+Built only when ``tracing.enabled`` (the factory imports this module then, and
+only then: with tracing off the SDK is never loaded and the proxy pays one
+``exchange.trace is None`` test per place below). The endpoint calls ``begin``
+when a request arrives, which continues a valid W3C ``traceparent`` from the
+client; ``upstream_headers`` opens the child span of the engine request and
+puts its ``traceparent`` on it (replacing the client's); ``Trace.answer`` and
+``Trace.events`` read usage and finish reasons from what the proxy already
+holds (the JSON answer, the stream's whole events). ``finished`` (the Observer
+protocol) sets the attributes and ends the spans. Spans leave through the SDK's
+BatchSpanProcessor: a thread exports them, and a full queue drops them (counted
+in ``dropped``), so a collector that is slow or gone never holds up a request.
+No prompt or completion text is recorded unless ``capture_content``; headers
+(the API key among them) never are.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import orjson
+from opentelemetry import trace
+from opentelemetry.context import Context
+from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
+from opentelemetry.sdk.resources import SERVICE_NAME, SERVICE_VERSION, Resource
+from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
+from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+from opentelemetry.sdk.trace.sampling import ParentBased, TraceIdRatioBased
+from opentelemetry.trace import SpanKind, Status, StatusCode
+from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+from gateway import __version__
+from gateway._types import Headers
+from gateway.observe.exchange import Exchange, TraceHooks
+from gateway.settings import Tracing as TracingSettings
+
+OPERATIONS = {"/v1/chat/completions": "chat", "/v1/completions": "text_completion"}
+# Request fields -> GenAI attribute names (gen_ai.request.*), when the client set them.
+REQUEST_FIELDS = {
+    "temperature": "gen_ai.request.temperature",
+    "top_p": "gen_ai.request.top_p",
+    "top_k": "gen_ai.request.top_k",
+    "max_tokens": "gen_ai.request.max_tokens",
+    "max_completion_tokens": "gen_ai.request.max_tokens",
+    "frequency_penalty": "gen_ai.request.frequency_penalty",
+    "presence_penalty": "gen_ai.request.presence_penalty",
+    "seed": "gen_ai.request.seed",
+    "n": "gen_ai.request.choice.count",
+    "stop": "gen_ai.request.stop_sequences",
+}
+_TRACE_HEADERS = (b"traceparent", b"tracestate")
+# As the access log: a client's fields are many and long at will, an attribute is not.
+MAX_FIELDS = 64
+MAX_NAME = 100
+_PROPAGATOR = TraceContextTextMapPropagator()
+
+
+def _trace_of(exchange: Exchange) -> Trace | None:
+    hooks: TraceHooks | None = exchange.trace
+    return hooks if isinstance(hooks, Trace) else None
+
+
+def _scalar(value: Any) -> Any:
+    """``value`` as an attribute value, or None if it cannot be one."""
+    if isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return value
+    return None
+
+
+class Trace:
+    """One request's spans, and what the answer said (usage, finish reasons)."""
+
+    __slots__ = (
+        "span",
+        "upstream",
+        "recording",
+        "capture",
+        "base_ns",
+        "base_perf",
+        "response_model",
+        "response_id",
+        "input_tokens",
+        "output_tokens",
+        "finish_reasons",
+        "output",
+        "attributes",
+    )
+
+    def __init__(self, span: trace.Span, *, base_perf: float, capture: bool) -> None:
+        self.span = span
+        self.upstream: trace.Span | None = None
+        self.recording = span.is_recording()
+        self.capture = capture
+        self.base_ns = time.time_ns()
+        self.base_perf = base_perf
+        self.response_model: str | None = None
+        self.response_id: str | None = None
+        self.input_tokens: int | None = None
+        self.output_tokens: int | None = None
+        self.finish_reasons: dict[int, str] = {}
+        self.output: dict[int, list[str]] = {}
+        self.attributes: dict[str, Any] = {}  # the gateway span's, set once at its end
+
+    def ns(self, perf: float) -> int:
+        """A ``perf_counter`` time as Unix nanoseconds (what spans take)."""
+        return self.base_ns + int((perf - self.base_perf) * 1e9)
+
+    def answer(self, data: bytes) -> None:
+        """Read a whole JSON answer (only when this trace records)."""
+        if not self.recording:
+            return
+        try:
+            body = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            return
+        if isinstance(body, dict):
+            self._read(body, stream=False)
+
+    def events(self, events: bytes) -> None:
+        """Read whole SSE events of a stream (only when this trace records)."""
+        if not self.recording:
+            return
+        for line in events.split(b"\n"):
+            if not line.startswith(b"data: {"):
+                continue
+            try:
+                body = orjson.loads(line[6:])
+            except orjson.JSONDecodeError:
+                continue
+            if isinstance(body, dict):
+                self._read(body, stream=True)
+
+    def _read(self, body: dict[str, Any], *, stream: bool) -> None:
+        model, rid = body.get("model"), body.get("id")
+        if isinstance(model, str):
+            self.response_model = model
+        if isinstance(rid, str):
+            self.response_id = rid
+        usage = body.get("usage")
+        if isinstance(usage, dict):
+            prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+            if isinstance(prompt, int):
+                self.input_tokens = prompt
+            if isinstance(completion, int):
+                self.output_tokens = completion
+        choices = body.get("choices")
+        if not isinstance(choices, list):
+            return
+        for choice in choices:
+            if not isinstance(choice, dict):
+                continue
+            index = choice.get("index", 0)
+            index = index if isinstance(index, int) else 0
+            reason = choice.get("finish_reason")
+            if isinstance(reason, str):
+                self.finish_reasons[index] = reason
+            if self.capture:
+                text = _choice_text(choice, stream=stream)
+                if text:
+                    self.output.setdefault(index, []).append(text)
+
+
+def _choice_text(choice: dict[str, Any], *, stream: bool) -> str | None:
+    if isinstance(choice.get("text"), str):
+        return str(choice["text"])
+    message = choice.get("delta" if stream else "message")
+    if isinstance(message, dict) and isinstance(message.get("content"), str):
+        return str(message["content"])
+    return None
+
+
+class _CountingExporter(SpanExporter):
+    """An exporter that counts the spans of every export that failed (they are lost)."""
+
+    def __init__(self, inner: SpanExporter, tracing: Tracing) -> None:
+        self.inner = inner
+        self.tracing = tracing
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        try:
+            result = self.inner.export(spans)
+        except Exception:
+            result = SpanExportResult.FAILURE
+        if result is not SpanExportResult.SUCCESS:
+            self.tracing.count_dropped(len(spans))
+        return result
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
+class _CountingProcessor(SpanProcessor):
+    """The BatchSpanProcessor, counting the spans it drops because its queue is full."""
+
+    def __init__(self, inner: BatchSpanProcessor, tracing: Tracing, queue_size: int) -> None:
+        self.inner = inner
+        self.tracing = tracing
+        self.queue_size = queue_size
+        # The SDK's queue (a deque it drops from when full); it says so only in a log line.
+        self._queue = getattr(getattr(inner, "_batch_processor", None), "_queue", None)
+
+    def on_start(self, span: Span, parent_context: Context | None = None) -> None:
+        return None
+
+    def on_end(self, span: ReadableSpan) -> None:
+        if self._queue is not None and len(self._queue) >= self.queue_size:
+            self.tracing.count_dropped(1)
+        self.inner.on_end(span)
+
+    def shutdown(self) -> None:
+        self.inner.shutdown()  # type: ignore[no-untyped-call]
+
+    def force_flush(self, timeout_millis: int = 30000) -> bool:
+        return self.inner.force_flush(timeout_millis)
+
+
+class Tracing:
+    """The tracer provider and the Observer that ends each request's spans."""
+
+    def __init__(self, settings: TracingSettings, *, exporter: SpanExporter | None = None) -> None:
+        self.settings = settings
+        self.dropped = 0
+        self._lock = threading.Lock()
+        attributes: dict[str, str] = {SERVICE_VERSION: __version__}
+        if settings.service_name is not None:
+            attributes[SERVICE_NAME] = settings.service_name
+        elif not os.environ.get("OTEL_SERVICE_NAME"):
+            attributes[SERVICE_NAME] = "ft-gateway"
+        sampler = None  # the SDK's own: OTEL_TRACES_SAMPLER, else parent-based always-on
+        if settings.sample_ratio is not None:
+            sampler = ParentBased(TraceIdRatioBased(settings.sample_ratio))
+        self.provider = TracerProvider(resource=Resource.create(attributes), sampler=sampler)
+        if exporter is None:
+            exporter = OTLPSpanExporter(endpoint=settings.endpoint, timeout=settings.export_timeout)
+        batch = BatchSpanProcessor(
+            _CountingExporter(exporter, self),
+            max_queue_size=settings.queue_size,
+            max_export_batch_size=min(512, settings.queue_size),
+            schedule_delay_millis=settings.schedule_delay * 1000,
+            export_timeout_millis=settings.export_timeout * 1000,
+        )
+        self.provider.add_span_processor(_CountingProcessor(batch, self, settings.queue_size))
+        self.tracer = self.provider.get_tracer("ft-gateway", __version__)
+
+    def count_dropped(self, n: int) -> None:
+        """Count ``n`` spans lost (a full queue, a failed export); any thread."""
+        with self._lock:
+            self.dropped += n
+
+    def begin(self, exchange: Exchange, headers: Headers) -> None:
+        """Open the request's span, continuing the client's trace if it sent a valid one."""
+        carrier = {n.decode(): v.decode("latin-1") for n, v in headers if n in _TRACE_HEADERS}
+        parent = _PROPAGATOR.extract(carrier) if carrier else None
+        operation = OPERATIONS.get(exchange.route or "")
+        span = self.tracer.start_span(
+            operation or f"{exchange.method} {exchange.path}",
+            context=parent,
+            kind=SpanKind.SERVER,
+        )
+        exchange.trace = Trace(
+            span, base_perf=exchange.started, capture=self.settings.capture_content
+        )
+
+    def request(self, exchange: Exchange, body: dict[str, Any]) -> None:
+        """Record the request's model and the parameters the client set."""
+        trace_ = _trace_of(exchange)
+        if trace_ is None or not trace_.recording:
+            return
+        attributes = trace_.attributes
+        model = body.get("model")
+        operation = OPERATIONS.get(exchange.route or "")
+        if isinstance(model, str):
+            attributes["gen_ai.request.model"] = model
+            if operation is not None:
+                trace_.span.update_name(f"{operation} {model}")
+        for name, attribute in REQUEST_FIELDS.items():
+            value = _scalar(body.get(name))
+            if name == "stop" and isinstance(value, str):
+                value = [value]
+            if value is not None:
+                attributes[attribute] = value
+        if self.settings.capture_content:
+            content = body.get("messages", body.get("prompt"))
+            if content is not None:
+                attributes["gen_ai.input.messages"] = orjson.dumps(content).decode()
+
+    def upstream_headers(self, exchange: Exchange, headers: Headers) -> Headers:
+        """Open the engine request's span; ``headers`` with its traceparent instead of
+        the client's. An unsampled trace gets no child span: the engine is told the
+        gateway span's context (unsampled), which costs a span less."""
+        trace_ = _trace_of(exchange)
+        if trace_ is None:
+            return headers
+        context = trace.set_span_in_context(trace_.span)
+        if trace_.recording:
+            name = getattr(trace_.span, "name", "engine")
+            upstream = self.tracer.start_span(name, context=context, kind=SpanKind.CLIENT)
+            trace_.upstream = upstream
+            context = trace.set_span_in_context(upstream)
+        carrier: dict[str, str] = {}
+        _PROPAGATOR.inject(carrier, context=context)
+        out = [(n, v) for n, v in headers if n not in _TRACE_HEADERS]
+        out.extend((k.encode(), v.encode()) for k, v in carrier.items())
+        return out
+
+    # The Observer protocol.
+
+    def started(self, exchange: Exchange) -> None:
+        return None
+
+    def finished(self, exchange: Exchange) -> None:
+        trace_ = _trace_of(exchange)
+        if trace_ is None:
+            return
+        end = time.time_ns()
+        span, upstream = trace_.span, trace_.upstream
+        if not trace_.recording:
+            span.end(end)
+            return
+        # Attributes set at once: the SDK takes a lock per set_attribute call.
+        attributes = trace_.attributes
+        _request_attributes(attributes, exchange)
+        answer = _answer_attributes(trace_)
+        attributes.update(answer)
+        verdict: str | None = None
+        if exchange.outcomes:
+            verdict = _verdict(exchange)
+            attributes["ft_gateway.policy.fields"] = [
+                f"{o.field[:MAX_NAME]}:{o.action}" for o in exchange.outcomes[:MAX_FIELDS]
+            ]
+        elif exchange.route is not None:
+            verdict = "passed"
+        if verdict is not None:
+            attributes["ft_gateway.policy.verdict"] = verdict
+            at = exchange.upstream_started
+            span.add_event(
+                "ft_gateway.policy",
+                {
+                    "ft_gateway.policy.verdict": verdict,
+                    "ft_gateway.policy.outcomes": len(exchange.outcomes),
+                },
+                timestamp=trace_.ns(at) if at is not None else end,
+            )
+        if exchange.client_disconnected:
+            attributes["ft_gateway.client_disconnected"] = True
+            span.add_event("ft_gateway.client_disconnected", timestamp=end)
+        error = exchange.error_code
+        if error is not None:
+            attributes["error.type"] = error
+        span.set_attributes(attributes)
+        if error is not None or exchange.status >= 500:
+            span.set_status(Status(StatusCode.ERROR, error))
+        if upstream is not None:
+            if exchange.upstream_status is not None:
+                answer["http.response.status_code"] = exchange.upstream_status
+            upstream.set_attributes(answer)
+            if exchange.first_byte is not None:
+                upstream.add_event(
+                    "ft_gateway.first_byte", timestamp=trace_.ns(exchange.first_byte)
+                )
+            if error is not None and exchange.upstream_status is None:
+                upstream.set_status(Status(StatusCode.ERROR, error))
+            upstream.end(end)
+        span.end(end)
+
+    def shutdown(self, timeout: float = 5.0) -> None:
+        """Export what is waiting, then stop, for ``timeout`` seconds at most. Blocks:
+        call it off the event loop."""
+        # The SDK's flush does not bound itself (each export is bounded, not their
+        # number): on a thread of its own, given up on past ``timeout``.
+        stopping = threading.Thread(target=self._stop, name="ft-gateway-tracing-stop", daemon=True)
+        stopping.start()
+        stopping.join(timeout)
+
+    def _stop(self) -> None:
+        self.provider.force_flush()
+        self.provider.shutdown()
+
+
+def _verdict(exchange: Exchange) -> str:
+    """The access log's ``policy``: rejected, changed (any action but neutral), passed."""
+    actions = {o.action for o in exchange.outcomes}
+    if "rejected" in actions:
+        return "rejected"
+    if actions - {"neutral"}:
+        return "changed"
+    return "passed"
+
+
+def _request_attributes(attributes: dict[str, Any], exchange: Exchange) -> None:
+    operation = OPERATIONS.get(exchange.route or "")
+    if operation is not None:
+        attributes["gen_ai.operation.name"] = operation
+    attributes["http.request.method"] = exchange.method
+    attributes["url.path"] = exchange.path
+    if exchange.route is not None:
+        attributes["http.route"] = exchange.route
+    if exchange.status:
+        attributes["http.response.status_code"] = exchange.status
+    attributes["ft_gateway.request_id"] = exchange.request_id
+    attributes["ft_gateway.stream"] = exchange.stream
+    attributes["ft_gateway.bytes_out"] = exchange.bytes_out
+    if exchange.client is not None:
+        attributes["ft_gateway.client"] = exchange.client
+    if exchange.upstream_status is not None:
+        attributes["ft_gateway.upstream.status"] = exchange.upstream_status
+
+
+def _answer_attributes(trace_: Trace) -> dict[str, Any]:
+    """What the answer said, for the gateway span and the engine span alike."""
+    out: dict[str, Any] = {}
+    if trace_.response_model is not None:
+        out["gen_ai.response.model"] = trace_.response_model
+    if trace_.response_id is not None:
+        out["gen_ai.response.id"] = trace_.response_id
+    if trace_.input_tokens is not None:
+        out["gen_ai.usage.input_tokens"] = trace_.input_tokens
+    if trace_.output_tokens is not None:
+        out["gen_ai.usage.output_tokens"] = trace_.output_tokens
+    if trace_.finish_reasons:
+        reasons = [trace_.finish_reasons[i] for i in sorted(trace_.finish_reasons)]
+        out["gen_ai.response.finish_reasons"] = reasons
+    if trace_.output:
+        texts = ["".join(trace_.output[i]) for i in sorted(trace_.output)]
+        out["gen_ai.output.messages"] = orjson.dumps(texts).decode()
+    return out
