@@ -32,6 +32,7 @@ class Exchange:
     outcomes: list[Outcome] = field(default_factory=list)
     error_code: str | None = None
     upstream_status: int | None = None
+    upstream_replica: str | None = None  # the engine replica that answered
     upstream_started: float | None = None
     first_byte: float | None = None  # engine's first body byte (streams) or headers
     bytes_out: int = 0

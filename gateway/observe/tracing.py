@@ -414,6 +414,8 @@ def _request_attributes(attributes: dict[str, Any], exchange: Exchange) -> None:
         attributes["ft_gateway.client"] = exchange.client
     if exchange.upstream_status is not None:
         attributes["ft_gateway.upstream.status"] = exchange.upstream_status
+    if exchange.upstream_replica is not None:
+        attributes["ft_gateway.upstream.replica"] = exchange.upstream_replica
 
 
 def _answer_attributes(trace_: Trace) -> dict[str, Any]:

@@ -148,6 +148,8 @@ class ProxyEndpoint:
         state.drain.register(cutoff)
         try:
             exchange.upstream_started = time.perf_counter()
+            # One engine is the upstream URL; the balancer's answers name their replica.
+            exchange.upstream_replica = state.settings.upstream.url
             if len(bodies) > 1:
                 fanout = FanOut(
                     state.upstream,
@@ -169,6 +171,7 @@ class ProxyEndpoint:
                 )
                 del headers  # sent: not kept for the life of a stream
                 exchange.upstream_status = response.status
+                exchange.upstream_replica = getattr(response, "replica", exchange.upstream_replica)
                 try:
                     await self._answer(response, responder, exchange)
                 finally:

@@ -162,6 +162,9 @@ class FanOut:
                 return None
         heads = [task.result() for task in self._starts]
         self.exchange.upstream_status = heads[0].response.status
+        self.exchange.upstream_replica = getattr(
+            heads[0].response, "replica", self.exchange.upstream_replica
+        )
         return heads
 
     async def _start(self, method: str, path: str, *, headers: Headers, body: bytes) -> _Head:

@@ -55,6 +55,7 @@ class _CountedResponse:
     def __init__(self, response: UpstreamResponse, replica: Replica) -> None:
         self._response = response
         self._replica: Replica | None = replica
+        self.replica = replica.url  # which replica answered (recorded in traces)
         self.status = response.status
         self.headers = response.headers
 

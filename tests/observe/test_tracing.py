@@ -95,6 +95,7 @@ async def test_a_chat_request_is_one_server_span_with_the_genai_attributes(
     assert attrs["ft_gateway.request_id"] == "req-json"
     assert attrs["ft_gateway.policy.verdict"] == "passed"
     assert attrs["ft_gateway.upstream.status"] == 200
+    assert attrs["ft_gateway.upstream.replica"] == fake_engine.url
     assert "ft_gateway.policy" in server.events
     assert server.resource["service.name"] == "ft-gateway"
     assert "gen_ai.input.messages" not in attrs and "gen_ai.output.messages" not in attrs

@@ -130,6 +130,17 @@ async def test_ties_go_round_the_ring() -> None:
 
 
 @pytest.mark.anyio
+async def test_an_answer_names_the_replica_that_gave_it() -> None:
+    # Traces record it (ft_gateway.upstream.replica).
+    balancer, _ = balancer_of(2)
+    first, second = await send(balancer), await send(balancer)
+    answers: list[Any] = [first, second]  # the replica is the balancer's own addition
+    assert [a.replica for a in answers] == ["http://r0", "http://r1"]
+    await first.aclose()
+    await second.aclose()
+
+
+@pytest.mark.anyio
 async def test_connect_failure_ejects_and_moves_the_request() -> None:
     balancer, clients = balancer_of(3)
     ejected = watch(balancer, back=False)
