@@ -44,16 +44,6 @@ def settings(tmp_path: Path) -> Settings:
 
 
 @pytest.fixture
-def engine() -> MockEngine:
-    return MockEngine()
-
-
-@pytest.fixture
-def recorder() -> Recorder:
-    return Recorder()
-
-
-@pytest.fixture
 async def client(
     settings: Settings, engine: MockEngine, recorder: Recorder
 ) -> AsyncIterator[httpx.AsyncClient]:

@@ -30,11 +30,6 @@ def settings() -> Settings:
 
 
 @pytest.fixture
-def engine() -> MockEngine:
-    return MockEngine()
-
-
-@pytest.fixture
 async def client(settings: Settings, engine: MockEngine) -> AsyncIterator[httpx.AsyncClient]:
     async with asgi_client(create_app(settings, transport=engine.transport)) as c:
         yield c

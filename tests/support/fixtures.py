@@ -17,7 +17,7 @@ from tests.support.engine import FakeEngine
 
 if TYPE_CHECKING:
     from gateway.settings import Settings
-    from tests.support.gateways import Gateway
+    from tests.support.gateways import Gateway, MockEngine, Recorder
 
 
 @pytest.fixture
@@ -50,3 +50,19 @@ async def gateway(settings: Settings) -> AsyncIterator[Gateway]:
 
     async with serve_gateway(settings) as served:
         yield served
+
+
+@pytest.fixture
+def engine() -> MockEngine:
+    """A mocked engine (respx behind httpx.MockTransport) to inject through create_app."""
+    from tests.support.gateways import MockEngine
+
+    return MockEngine()
+
+
+@pytest.fixture
+def recorder() -> Recorder:
+    """An observer that keeps every finished exchange."""
+    from tests.support.gateways import Recorder
+
+    return Recorder()
