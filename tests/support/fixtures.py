@@ -8,12 +8,13 @@ gateway is imported inside the hook or fixture that uses it.
 from __future__ import annotations
 
 import typing
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.support.engine import FakeEngine
+from tests.support.redisserver import RedisServer
 
 if TYPE_CHECKING:
     from gateway.settings import Settings
@@ -66,3 +67,10 @@ def recorder() -> Recorder:
     from tests.support.gateways import Recorder
 
     return Recorder()
+
+
+@pytest.fixture
+def redis_server() -> Iterator[RedisServer]:
+    """A real ``redis-server`` of the test's own on a free loopback port (empty at start)."""
+    with RedisServer() as server:
+        yield server
