@@ -9,6 +9,7 @@
     ├── NotFound                      404  invalid_request_error / unknown_url
     ├── MethodNotAllowed              405  invalid_request_error / method_not_allowed
     ├── ShuttingDown                  503  server_error / shutting_down  (Retry-After)
+    ├── StoreUnavailable              503  server_error / store_unavailable
     └── UpstreamError                 502  upstream_error
         ├── UpstreamUnreachable       502  upstream_unreachable
         ├── UpstreamTimeout           504  upstream_timeout
@@ -129,6 +130,14 @@ class ShuttingDown(GatewayError):
 
     status = 503
     default_code = "shutting_down"
+
+
+class StoreUnavailable(GatewayError):
+    """The response store (Redis, SQLite) failed: a stored conversation cannot be read
+    or written, and answering as if it could would lose it without a word."""
+
+    status = 503
+    default_code = "store_unavailable"
 
 
 class UpstreamError(GatewayError):

@@ -15,6 +15,10 @@ from gateway._types import Headers
 from gateway.errors import GatewayError
 from gateway.policy.engine import Outcome
 
+# The route label of a request to a path the gateway does not serve (one label for
+# all: the paths are the client's to choose, so they are never labels themselves).
+UNSERVED = "(unserved)"
+
 
 @dataclass(slots=True)
 class Exchange:
@@ -38,6 +42,7 @@ class Exchange:
     bytes_out: int = 0
     client_disconnected: bool = False
     trace: TraceHooks | None = None  # its spans, when tracing is on
+    policed: bool = True  # False: a route the policy has no say in (a 404, a stored response)
 
     def failed(self, exc: GatewayError) -> None:
         """Record an error the client was told about (as a status or, mid-stream, an event)."""

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from typing import Any
 
 from gateway._types import Headers, Receive, Scope, Send
 from gateway.cutoff import Cutoff
@@ -44,6 +45,9 @@ async def _watch_disconnect(
 
 class ProxyEndpoint:
     """ASGI endpoint for one OpenAI route (``route``) or a plain pass-through (None)."""
+
+    # The engine's path for this route (None: the client's own path).
+    upstream_path: str | None = None
 
     def __init__(self, state: GatewayState, *, route: str | None) -> None:
         self.state = state
@@ -84,18 +88,11 @@ class ProxyEndpoint:
                     tracer.request(exchange, body)
                 model = body.get("model")
                 exchange.model = model if isinstance(model, str) else None
-                decision = apply_policy(state.policy, self.route, body, profile=profile)
-                exchange.outcomes = decision.outcomes
-                if decision.error is not None:
-                    raise decision.error
-                exchange.stream = decision.body.get("stream") is True
-                if decision.fanout > 1:
-                    bodies = fanout_bodies(decision.body, decision.fanout)
-                    usage = exchange.stream and include_usage(decision.body)
-                else:
-                    bodies = [request_content(raw, decision)]
+                bodies, usage = await self._prepare(
+                    raw, body, headers=headers, profile=profile, exchange=exchange
+                )
                 # Held for a stream's whole life otherwise (memory per open stream).
-                del raw, body, decision
+                del raw, body
             await self._forward(
                 scope, receive, responder, exchange, bodies=bodies, include_usage=usage
             )
@@ -112,6 +109,27 @@ class ProxyEndpoint:
             exchange.status = responder.status
             exchange.bytes_out = responder.bytes_out
             state.observer.finished(exchange)
+
+    async def _prepare(
+        self,
+        raw: bytes,
+        body: dict[str, Any],
+        *,
+        headers: Headers,
+        profile: str | None,
+        exchange: Exchange,
+    ) -> tuple[list[bytes], bool]:
+        """The policy's verdict on ``body``: the bodies to send the engine (one, or n
+        for a fan-out) and whether a fan-out stream must count usage."""
+        decision = apply_policy(self.state.policy, self.route or "", body, profile=profile)
+        exchange.outcomes = decision.outcomes
+        if decision.error is not None:
+            raise decision.error
+        exchange.stream = decision.body.get("stream") is True
+        if decision.fanout > 1:
+            bodies = fanout_bodies(decision.body, decision.fanout)
+            return bodies, exchange.stream and include_usage(decision.body)
+        return [request_content(raw, decision)], False
 
     def _upstream_headers(self, headers: Headers, request_id: bytes) -> Headers:
         out = filter_headers(headers, DROP_UPSTREAM)
@@ -133,7 +151,7 @@ class ProxyEndpoint:
     ) -> None:
         """Send ``bodies`` (one, or n for a fan-out) and answer, watching for the client
         leaving and the drain expiring; ``bodies`` is emptied once they are sent."""
-        path: str = scope["path"]
+        path: str = self.upstream_path or scope["path"]
         query: bytes = scope.get("query_string", b"")
         if query:
             path = f"{path}?{query.decode('latin-1')}"

@@ -1,0 +1,247 @@
+"""A chat-completions stream, chunk by chunk, as the Responses event sequence.
+
+Each engine chunk becomes its events at once (nothing is held back):
+``response.created`` and ``response.in_progress`` first, then per output item
+``response.output_item.added``, for a message ``response.content_part.added``
+and ``response.output_text.delta``s, for a function call
+``response.function_call_arguments.delta``s, each item closed (``.done`` events)
+before the next opens, and at the engine's ``[DONE]`` ``response.completed`` or
+``response.incomplete``. A failure becomes an ``error`` event and
+``response.failed``. Every event is an ``event:`` line and a ``data:`` line with
+a ``sequence_number``, and there is no ``[DONE]`` line: OpenAI's own framing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+
+from gateway.errors import GatewayError, UpstreamProtocolError
+from gateway.responses.shape import (
+    call_item,
+    finish_status,
+    message_item,
+    response_object,
+    text_part,
+    usage_of,
+)
+
+
+class _Item:
+    __slots__ = ("kind", "id", "index", "text", "call_id", "name", "chat_index")
+
+    def __init__(self, kind: str, item_id: str, index: int) -> None:
+        self.kind = kind
+        self.id = item_id
+        self.index = index
+        self.text = ""
+        self.call_id = ""
+        self.name = ""
+        self.chat_index = -1
+
+    def done(self, status: str) -> dict[str, Any]:
+        if self.kind == "message":
+            return message_item(self.id, self.text, status=status)
+        return call_item(self.id, self.call_id, self.name, self.text, status=status)
+
+
+class StreamTranslator:
+    """Turns chat chunks into Responses events; ``final`` is the finished response."""
+
+    def __init__(
+        self,
+        response_id: str,
+        request: dict[str, Any],
+        *,
+        created_at: float,
+        new_id: Callable[[str], str],
+        stored: bool,
+    ) -> None:
+        self.response_id = response_id
+        self.request = request
+        self.created_at = created_at
+        self.new_id = new_id
+        self.stored = stored
+        self.sequence = 0
+        self.items: list[_Item] = []
+        self.output: list[dict[str, Any]] = []
+        self.open: _Item | None = None
+        self.finish_reason: str | None = None
+        self.usage: dict[str, Any] | None = None
+        self.final: dict[str, Any] | None = None
+
+    def _event(self, kind: str, data: dict[str, Any]) -> bytes:
+        data = {"type": kind, "sequence_number": self.sequence, **data}
+        self.sequence += 1
+        return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
+
+    def _response(self, status: str, **extra: Any) -> dict[str, Any]:
+        return response_object(
+            self.response_id,
+            self.request,
+            created_at=self.created_at,
+            status=status,
+            output=list(self.output),
+            stored=self.stored,
+            **extra,
+        )
+
+    def start(self) -> bytes:
+        """``response.created`` and ``response.in_progress``."""
+        head = self._response("in_progress")
+        return self._event("response.created", {"response": head}) + self._event(
+            "response.in_progress", {"response": head}
+        )
+
+    def chunk(self, chunk: dict[str, Any]) -> bytes:
+        """The events for one chat chunk (often one delta event, or none)."""
+        out = b""
+        usage = chunk.get("usage")
+        if usage:
+            self.usage = usage_of(usage)
+        choices = chunk.get("choices")
+        if not choices or not isinstance(choices[0], dict):
+            return out
+        choice = choices[0]
+        delta = choice.get("delta") or {}
+        content = delta.get("content")
+        if isinstance(content, str) and content:
+            out += self._text(content)
+        for call in delta.get("tool_calls") or ():
+            out += self._call(call)
+        if choice.get("finish_reason"):
+            self.finish_reason = choice["finish_reason"]
+        return out
+
+    def _text(self, delta: str) -> bytes:
+        out = b""
+        item = self.open
+        if item is None or item.kind != "message":
+            out += self._close()
+            item, opened = self._open_message()
+            out += opened
+        item.text += delta
+        return out + self._event(
+            "response.output_text.delta",
+            {
+                "item_id": item.id,
+                "output_index": item.index,
+                "content_index": 0,
+                "delta": delta,
+                "logprobs": [],
+            },
+        )
+
+    def _open_message(self) -> tuple[_Item, bytes]:
+        item = self._open("message", self.new_id("msg"))
+        added = message_item(item.id, "", status="in_progress") | {"content": []}
+        out = self._event("response.output_item.added", {"output_index": item.index, "item": added})
+        out += self._event(
+            "response.content_part.added",
+            {
+                "item_id": item.id,
+                "output_index": item.index,
+                "content_index": 0,
+                "part": text_part(""),
+            },
+        )
+        return item, out
+
+    def _call(self, call: dict[str, Any]) -> bytes:
+        out = b""
+        index = call.get("index", 0)
+        item = self.open
+        function = call.get("function") or {}
+        if item is None or item.kind != "function_call" or item.chat_index != index:
+            if any(i.kind == "function_call" and i.chat_index == index for i in self.items):
+                raise UpstreamProtocolError(
+                    "The engine's stream went back to a tool call it had finished."
+                )
+            out += self._close()
+            item = self._open("function_call", self.new_id("fc"))
+            item.chat_index = index
+            item.call_id = str(call.get("id") or self.new_id("call"))
+            item.name = str(function.get("name") or "")
+            out += self._event(
+                "response.output_item.added",
+                {"output_index": item.index, "item": item.done("in_progress")},
+            )
+        arguments = function.get("arguments")
+        if isinstance(arguments, str) and arguments:
+            item.text += arguments
+            out += self._event(
+                "response.function_call_arguments.delta",
+                {"item_id": item.id, "output_index": item.index, "delta": arguments},
+            )
+        return out
+
+    def _open(self, kind: str, item_id: str) -> _Item:
+        item = _Item(kind, item_id, len(self.items))
+        self.items.append(item)
+        self.open = item
+        return item
+
+    def _close(self, status: str = "completed") -> bytes:
+        item = self.open
+        if item is None:
+            return b""
+        self.open = None
+        where = {"item_id": item.id, "output_index": item.index}
+        if item.kind == "message":
+            out = self._event(
+                "response.output_text.done",
+                where | {"content_index": 0, "text": item.text, "logprobs": []},
+            )
+            out += self._event(
+                "response.content_part.done",
+                where | {"content_index": 0, "part": text_part(item.text)},
+            )
+        else:
+            out = self._event(
+                "response.function_call_arguments.done", where | {"arguments": item.text}
+            )
+        done = item.done(status)
+        self.output.append(done)
+        return out + self._event(
+            "response.output_item.done", {"output_index": item.index, "item": done}
+        )
+
+    def finish(self) -> bytes:
+        """The engine's stream ended well: close the open item, then the response."""
+        status, incomplete = finish_status(self.finish_reason)
+        out = b""
+        if not self.items:
+            # An empty answer is still one (empty) message, as in the whole answer.
+            out += self._open_message()[1]
+        out += self._close("incomplete" if status == "incomplete" else "completed")
+        self.final = self._response(status, usage=self.usage, incomplete=incomplete)
+        return out
+
+    def final_event(self, final: dict[str, Any]) -> bytes:
+        """``response.completed`` (or ``.incomplete``) for the finished ``final``: sent
+        once the response is stored, so the id is usable when the client sees it."""
+        kind = "response.incomplete" if final["status"] == "incomplete" else "response.completed"
+        return self._event(kind, {"response": final})
+
+    def fail(self, exc: GatewayError) -> bytes:
+        """An ``error`` event and ``response.failed`` for a stream that broke."""
+        out = b""
+        if self.open is not None:
+            out += self._close("incomplete")
+        error = exc.openai_error()["error"]
+        out += self._event(
+            "error",
+            {
+                "code": error.get("code"),
+                "message": error.get("message", ""),
+                "param": error.get("param"),
+            },
+        )
+        failed = self._response(
+            "failed",
+            usage=self.usage,
+            error={"code": "server_error", "message": str(error.get("message", ""))},
+        )
+        return out + self._event("response.failed", {"response": failed})
