@@ -68,8 +68,22 @@ def input_items(value: Any) -> list[dict[str, Any]]:
                 "id": new_id("msg"),
             }
         ]
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InvalidRequest(
+            "Invalid type for 'input': expected a string or an array of items.",
+            param="input",
+            code="invalid_type",
+        )
     items: list[dict[str, Any]] = []
-    for item in value or ():
+    for index, item in enumerate(value):
+        if not isinstance(item, dict):
+            raise InvalidRequest(
+                f"Invalid type for 'input[{index}]': expected an object.",
+                param=f"input[{index}]",
+                code="invalid_type",
+            )
         out = dict(item)
         kind = out.setdefault("type", "message")
         if "id" not in out:
@@ -90,7 +104,7 @@ def _content(content: Any, where: str) -> str | list[dict[str, Any]]:
         return content
     parts: list[dict[str, Any]] = []
     for index, part in enumerate(content):
-        kind = part.get("type")
+        kind = part.get("type") if isinstance(part, dict) else None
         if kind in _PART_TYPES:
             parts.append({"type": "text", "text": part.get("text", "")})
         elif kind == "refusal":
@@ -120,6 +134,20 @@ def _output_text(output: Any) -> Any:
     return _content(output, "output")
 
 
+def _field(item: dict[str, Any], key: str, where: str, kind: type | tuple[type, ...] = str) -> Any:
+    """``item[key]`` checked (a policy that passes items unchecked still gets a 400)."""
+    value = item.get(key)
+    if value is None:
+        path = f"{where}.{key}"
+        raise InvalidRequest(
+            f"Missing required parameter: '{path}'.", param=path, code="missing_required_parameter"
+        )
+    if not isinstance(value, kind):
+        path = f"{where}.{key}"
+        raise InvalidRequest(f"Invalid type for '{path}'.", param=path, code="invalid_type")
+    return value
+
+
 def to_messages(items: list[dict[str, Any]], *, first: int = 0) -> list[dict[str, Any]]:
     """Input items as chat messages; ``first``: the index of ``items[0]`` in the request
     (earlier items came from the store), so a refusal names the client's own path."""
@@ -128,14 +156,17 @@ def to_messages(items: list[dict[str, Any]], *, first: int = 0) -> list[dict[str
         where = f"input[{index - first}]" if index >= first else "previous_response_id"
         kind = item.get("type", "message")
         if kind == "message":
-            messages.append(
-                {"role": item["role"], "content": _content(item["content"], f"{where}.content")}
-            )
+            role = _field(item, "role", where)
+            content = _field(item, "content", where, (str, list))
+            messages.append({"role": role, "content": _content(content, f"{where}.content")})
         elif kind == "function_call":
             call = {
-                "id": item["call_id"],
+                "id": _field(item, "call_id", where),
                 "type": "function",
-                "function": {"name": item["name"], "arguments": item["arguments"]},
+                "function": {
+                    "name": _field(item, "name", where),
+                    "arguments": _field(item, "arguments", where),
+                },
             }
             last = messages[-1] if messages else None
             if last is not None and last["role"] == "assistant":
@@ -146,7 +177,7 @@ def to_messages(items: list[dict[str, Any]], *, first: int = 0) -> list[dict[str
             messages.append(
                 {
                     "role": "tool",
-                    "tool_call_id": item["call_id"],
+                    "tool_call_id": _field(item, "call_id", where),
                     "content": _output_text(item.get("output", "")),
                 }
             )
@@ -168,7 +199,7 @@ def _tools(tools: list[dict[str, Any]]) -> list[dict[str, Any]]:
                 f"is not supported: the engine has no built-in tool '{tool.get('type')}'.",
                 code="unsupported_value",
             )
-        function = {"name": tool["name"]}
+        function = {"name": _field(tool, "name", f"tools[{index}]")}
         for key in ("description", "parameters", "strict"):
             if tool.get(key) is not None:
                 function[key] = tool[key]
