@@ -94,6 +94,7 @@ class StoredResponses:
             path=request.url.path,
             route=route,
             request_id=request_id.decode(),
+            policed=False,
         )
         state.observer.started(exchange)
         try:
