@@ -29,10 +29,10 @@ from gateway.observe.exchange import Exchange
 from gateway.policy.engine import apply_policy
 from gateway.proxy.answers import check_head, whole_answer
 from gateway.proxy.endpoint import ProxyEndpoint
-from gateway.proxy.events import EventSplitter
 from gateway.proxy.headers import DROP_DOWNSTREAM, filter_headers
 from gateway.proxy.relay import stream_cut_short, stream_too_large
 from gateway.proxy.responder import Responder
+from gateway.responses.chunks import ChunkReader
 from gateway.responses.shape import output_of, response_object, usage_of
 from gateway.responses.store import ResponseStore, StoredResponse, owner_of
 from gateway.responses.stream import StreamTranslator
@@ -114,9 +114,12 @@ class ResponsesEndpoint(ProxyEndpoint):
             raise decision.error
         approved = decision.body
         exchange.stream = approved.get("stream") is True
-        owner = owner_of(exchange.client, _authorization(headers))
-        history = await read_history(self.store, approved.get("previous_response_id"), owner)
-        items = input_items(approved.get("input"))
+        store = self.store is not None and body.get("store") is not False
+        # Who may read it: worked out only where a store is (a digest per request).
+        owner = owner_of(exchange.client, _authorization(headers)) if self.store else ""
+        previous = approved.get("previous_response_id")
+        history = [] if previous is None else await read_history(self.store, previous, owner)
+        items = input_items(approved.get("input"), ids=store)
         chat = to_chat(approved, [*history, *items], first=len(history))
         if not chat["messages"]:
             raise InvalidRequest(
@@ -131,7 +134,7 @@ class ResponsesEndpoint(ProxyEndpoint):
                 response_id=new_id("resp"),
                 request=echo,
                 owner=owner,
-                store=self.store is not None and body.get("store") is not False,
+                store=store,
                 items=items,
                 history=history,
             )
@@ -207,12 +210,12 @@ class ResponsesEndpoint(ProxyEndpoint):
         )
         try:
             await responder.body(translator.start(), more=True)
-            splitter = EventSplitter()
+            reader = ChunkReader()
             failure: GatewayError | None = None
             size = 0
             try:
                 async for chunk in response.chunks():
-                    if splitter.done:
+                    if reader.done:
                         continue  # read to the end so the connection can be reused
                     if exchange.first_byte is None:
                         exchange.first_byte = time.perf_counter()
@@ -220,11 +223,13 @@ class ResponsesEndpoint(ProxyEndpoint):
                     if size > limit:
                         failure = stream_too_large(limit)
                         break
-                    events, error = splitter.feed(chunk)
-                    if events:
-                        if trace is not None:
-                            trace.events(events)
-                        out = b"".join(translator.chunk(c) for c in chat_chunks(events))
+                    chunks, error = reader.feed(chunk)
+                    if chunks:
+                        if trace is not None:  # it reads whole chat events (usage, text)
+                            trace.events(
+                                b"".join([b"data: " + orjson.dumps(c) + b"\n\n" for c in chunks])
+                            )
+                        out = b"".join([translator.chunk(c) for c in chunks])
                         if out:
                             await responder.body(out, more=True)
                     if error is not None:
@@ -233,7 +238,7 @@ class ResponsesEndpoint(ProxyEndpoint):
             except UpstreamError as exc:
                 failure = exc
             else:
-                if failure is None and not splitter.done:
+                if failure is None and not reader.done:
                     failure = stream_cut_short()
             if failure is None:
                 out = translator.finish()
@@ -251,17 +256,3 @@ class ResponsesEndpoint(ProxyEndpoint):
         except OSError:
             # The client hung up; the caller closes the engine's response.
             exchange.client_disconnected = True
-
-
-def chat_chunks(events: bytes) -> list[dict[str, Any]]:
-    """The JSON chunks in whole, checked chat events (``[DONE]`` left out)."""
-    chunks = []
-    for event in events.replace(b"\r\n", b"\n").split(b"\n\n"):
-        data = [line[5:].lstrip(b" ") for line in event.split(b"\n") if line[:5] == b"data:"]
-        if not data:
-            continue
-        payload = b"\n".join(data)
-        if payload == b"[DONE]":
-            continue
-        chunks.append(orjson.loads(payload))
-    return chunks

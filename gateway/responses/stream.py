@@ -28,18 +28,34 @@ from gateway.responses.shape import (
     usage_of,
 )
 
+_DELTA_START = (
+    b"event: response.output_text.delta\n"
+    b'data: {"type":"response.output_text.delta","sequence_number":'
+)
+_DELTA_END = b',"logprobs":[]}\n\n'
+
 
 class _Item:
-    __slots__ = ("kind", "id", "index", "text", "call_id", "name", "chat_index")
+    __slots__ = ("kind", "id", "index", "parts", "call_id", "name", "chat_index", "delta_head")
 
     def __init__(self, kind: str, item_id: str, index: int) -> None:
         self.kind = kind
         self.id = item_id
         self.index = index
-        self.text = ""
+        self.parts: list[str] = []
         self.call_id = ""
         self.name = ""
         self.chat_index = -1
+        # The bytes of a text delta event after its sequence number, up to the delta:
+        # the stream's hot path writes each delta event without building a dict.
+        self.delta_head = b',"item_id":"%s","output_index":%d,"content_index":0,"delta":' % (
+            item_id.encode(),
+            index,
+        )
+
+    @property
+    def text(self) -> str:
+        return "".join(self.parts)
 
     def done(self, status: str) -> dict[str, Any]:
         if self.kind == "message":
@@ -90,13 +106,50 @@ class StreamTranslator:
 
     def start(self) -> bytes:
         """``response.created`` and ``response.in_progress``."""
-        head = self._response("in_progress")
-        return self._event("response.created", {"response": head}) + self._event(
-            "response.in_progress", {"response": head}
+        head = orjson.dumps(self._response("in_progress"))  # the same object twice: one dump
+        return self._with_response("response.created", head) + self._with_response(
+            "response.in_progress", head
+        )
+
+    def _with_response(self, kind: str, response: bytes) -> bytes:
+        name = kind.encode()
+        sequence = self.sequence
+        self.sequence += 1
+        return b'event: %s\ndata: {"type":"%s","sequence_number":%d,"response":%s}\n\n' % (
+            name,
+            name,
+            sequence,
+            response,
         )
 
     def chunk(self, chunk: dict[str, Any]) -> bytes:
         """The events for one chat chunk (often one delta event, or none)."""
+        choices = chunk.get("choices")
+        item = self.open
+        if (
+            item is not None
+            and item.kind == "message"
+            and type(choices) is list
+            and len(choices) == 1
+            and not chunk.get("usage")
+        ):
+            # The common chunk: one choice whose delta is text, to the open message.
+            choice = choices[0]
+            if type(choice) is dict and not choice.get("finish_reason"):
+                delta = choice.get("delta")
+                if type(delta) is dict and "tool_calls" not in delta:
+                    content = delta.get("content")
+                    if type(content) is str and content:
+                        item.parts.append(content)
+                        sequence = self.sequence
+                        self.sequence = sequence + 1
+                        return b"%s%d%s%s%s" % (
+                            _DELTA_START,
+                            sequence,
+                            item.delta_head,
+                            orjson.dumps(content),
+                            _DELTA_END,
+                        )
         out = b""
         usage = chunk.get("usage")
         if usage:
@@ -122,16 +175,15 @@ class StreamTranslator:
             out += self._close()
             item, opened = self._open_message()
             out += opened
-        item.text += delta
-        return out + self._event(
-            "response.output_text.delta",
-            {
-                "item_id": item.id,
-                "output_index": item.index,
-                "content_index": 0,
-                "delta": delta,
-                "logprobs": [],
-            },
+        item.parts.append(delta)
+        sequence = self.sequence
+        self.sequence += 1
+        return out + b"%s%d%s%s%s" % (
+            _DELTA_START,
+            sequence,
+            item.delta_head,
+            orjson.dumps(delta),
+            _DELTA_END,
         )
 
     def _open_message(self) -> tuple[_Item, bytes]:
@@ -170,7 +222,7 @@ class StreamTranslator:
             )
         arguments = function.get("arguments")
         if isinstance(arguments, str) and arguments:
-            item.text += arguments
+            item.parts.append(arguments)
             out += self._event(
                 "response.function_call_arguments.delta",
                 {"item_id": item.id, "output_index": item.index, "delta": arguments},
@@ -223,7 +275,7 @@ class StreamTranslator:
         """``response.completed`` (or ``.incomplete``) for the finished ``final``: sent
         once the response is stored, so the id is usable when the client sees it."""
         kind = "response.incomplete" if final["status"] == "incomplete" else "response.completed"
-        return self._event(kind, {"response": final})
+        return self._with_response(kind, orjson.dumps(final))
 
     def fail(self, exc: GatewayError) -> bytes:
         """An ``error`` event and ``response.failed`` for a stream that broke."""

@@ -56,18 +56,16 @@ def _refuse(param: str, why: str, *, code: str = "unsupported_parameter") -> Inv
     return InvalidRequest(f"Unsupported parameter: '{param}' {why}", param=param, code=code)
 
 
-def input_items(value: Any) -> list[dict[str, Any]]:
-    """The request's ``input`` as items, each with ``type`` and ``id`` (as the store and
-    ``input_items`` list them): a string is one user message with one input_text part."""
+def input_items(value: Any, *, ids: bool = True) -> list[dict[str, Any]]:
+    """The request's ``input`` as items, each with ``type`` and (``ids``: for the store,
+    as ``input_items`` lists them) an ``id``: a string is one user message with one
+    input_text part."""
     if isinstance(value, str):
-        return [
-            {
-                "type": "message",
-                "role": "user",
-                "content": [{"type": "input_text", "text": value}],
-                "id": new_id("msg"),
-            }
-        ]
+        item: dict[str, Any] = {"type": "message", "role": "user", "content": value}
+        if ids:
+            item["content"] = [{"type": "input_text", "text": value}]
+            item["id"] = new_id("msg")
+        return [item]
     if value is None:
         return []
     if not isinstance(value, list):
@@ -84,8 +82,11 @@ def input_items(value: Any) -> list[dict[str, Any]]:
                 param=f"input[{index}]",
                 code="invalid_type",
             )
-        out = dict(item)
+        out: dict[str, Any] = dict(item)
         kind = out.setdefault("type", "message")
+        if not ids:
+            items.append(out)
+            continue
         if "id" not in out:
             out["id"] = new_id("fc" if kind == "function_call" else "msg")
         if kind == "message":
