@@ -247,6 +247,7 @@ class ResponsesEndpoint(ProxyEndpoint):
                     await self._keep(plan, final)
                 except StoreUnavailable as exc:
                     failure = exc
+                    await responder.body(out, more=True)  # the items are done; the response failed
                 else:
                     await responder.body(out + translator.final_event(final), more=True)
             if failure is not None:

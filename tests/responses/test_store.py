@@ -209,3 +209,27 @@ async def test_a_redis_that_is_gone_is_a_503_never_a_forgotten_conversation(
         answer = await client.post(RESPONSES, json=responses_request())
         assert answer.status_code == 503  # the answer could not be kept
         assert (await client.get(f"{RESPONSES}/{made['id']}")).status_code == 503
+
+
+async def test_a_stream_whose_response_cannot_be_kept_ends_failed(
+    redis_server: RedisServer,
+) -> None:
+    events = b"".join(
+        b"data: " + json.dumps(c).encode() + b"\n\n"
+        for c in (
+            {"choices": [{"index": 0, "delta": {"content": "Tom"}}]},
+            {"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]},
+        )
+    )
+    engine = MockEngine(
+        lambda request: httpx.Response(
+            200, content=events + b"data: [DONE]\n\n", headers={"content-type": "text/event-stream"}
+        )
+    )
+    settings = store_settings(backend="redis", url=redis_server.url)
+    async with asgi_client(create_app(settings, transport=engine.transport)) as client:
+        redis_server.stop()
+        answer = await client.post(RESPONSES, json=responses_request(stream=True))
+    names = [line[7:] for line in answer.text.splitlines() if line.startswith("event: ")]
+    assert names[-3:] == ["response.output_item.done", "error", "response.failed"]
+    assert '"code":"store_unavailable"' in answer.text

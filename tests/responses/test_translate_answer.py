@@ -159,3 +159,27 @@ async def test_refused_fields_name_the_path_and_never_reach_the_engine(
     assert error["type"] == "invalid_request_error"
     assert (error["param"], error["code"]) == (param, code), error
     assert engine.requests == []
+
+
+@pytest.mark.parametrize(
+    ("status", "content", "expected_status", "code"),
+    [
+        (400, b'{"object": "error", "message": "prompt too long", "code": 400}', 400, None),
+        (500, b"Traceback (most recent call last): ...", 500, "upstream_error"),
+        (200, b"[1, 2]", 502, "upstream_protocol_error"),
+        (200, b"{not json", 502, "upstream_protocol_error"),
+    ],
+)
+async def test_engine_errors_and_bad_answers_are_normalised(
+    engine: MockEngine, status: int, content: bytes, expected_status: int, code: str | None
+) -> None:
+    engine.handler = lambda request: httpx.Response(
+        status, content=content, headers={"content-type": "application/json"}
+    )
+    answer = await post(responses_request(), engine)
+    error = answer.json()["error"]
+    assert set(error) == ERROR_KEYS
+    assert error["code"] == code
+    if status == 500:
+        assert "Traceback" not in answer.text
+    assert answer.status_code == expected_status
