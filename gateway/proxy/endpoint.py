@@ -204,7 +204,11 @@ class ProxyEndpoint:
             watcher.cancel()
             state.drain.unregister(cutoff)
         if reason == "shutdown":
-            await _end_for_shutdown(responder)
+            await self._end_for_shutdown(responder)
+
+    async def _end_for_shutdown(self, responder: Responder) -> None:
+        """The drain time-out passed (a route whose streams end differently overrides it)."""
+        await _end_for_shutdown(responder)
 
     async def _read_body(self, receive: Receive, headers: Headers) -> bytes | None:
         settings = self.state.settings

@@ -10,6 +10,7 @@ lives in a context variable: the endpoint object is shared by every request.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from contextvars import ContextVar
 from dataclasses import dataclass, field
@@ -21,6 +22,7 @@ from gateway._types import Headers
 from gateway.errors import (
     GatewayError,
     InvalidRequest,
+    ShuttingDown,
     StoreUnavailable,
     UpstreamError,
     UpstreamProtocolError,
@@ -55,6 +57,7 @@ class Plan:
     items: list[dict[str, Any]]
     history: list[dict[str, Any]] = field(default_factory=list)
     created_at: int = field(default_factory=lambda: int(time.time()))
+    translator: StreamTranslator | None = None  # once a stream has started
 
 
 _PLAN: ContextVar[Plan] = ContextVar("responses_plan")
@@ -188,6 +191,21 @@ class ResponsesEndpoint(ProxyEndpoint):
         )
         await responder.body(payload)
 
+    async def _end_for_shutdown(self, responder: Responder) -> None:
+        # A stream the drain time-out cut ends as a Responses stream does: an error
+        # event and response.failed (not the chat routes' data: {"error"} + [DONE]).
+        plan = _PLAN.get(None)
+        translator = plan.translator if plan is not None else None
+        if translator is None or not responder.started or responder.complete:
+            await super()._end_for_shutdown(responder)
+            return
+        exc = ShuttingDown(
+            "The gateway is shutting down; the request was ended before it was complete."
+        )
+        with contextlib.suppress(OSError):
+            await responder.body(translator.fail(exc), more=True)
+            await responder.body(b"")
+
     async def _stream(
         self, plan: Plan, response: UpstreamResponse, responder: Responder, exchange: Exchange
     ) -> None:
@@ -198,6 +216,7 @@ class ResponsesEndpoint(ProxyEndpoint):
             new_id=new_id,
             stored=plan.store,
         )
+        plan.translator = translator
         limit = self.state.settings.limits.max_stream_bytes
         trace = exchange.trace
         await responder.start(

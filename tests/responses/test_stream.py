@@ -251,3 +251,29 @@ async def test_an_empty_answer_is_one_empty_message(fake_engine: FakeEngine) -> 
     final = events[-1][1]["response"]
     assert final["output"][0]["content"][0]["text"] == ""
     assert json.loads(json.dumps(final))["status"] == "completed"
+
+
+async def test_drain_expiry_ends_the_stream_with_response_failed(
+    fake_engine: FakeEngine, gateway: Gateway
+) -> None:
+    async def one_chunk_then_silence(request: Seen, wire: Wire) -> None:
+        first = sse({"choices": [{"index": 0, "delta": {"content": "a"}}]})
+        await wire.send(STREAM_HEAD + chunk(first))
+        await wire.until_client_leaves()
+
+    fake_engine.handler = one_chunk_then_silence
+    with anyio.fail_after(DEADLINE):
+        async with httpx.AsyncClient(base_url=gateway.url, timeout=DEADLINE) as client:
+            body = responses_request(stream=True)
+            async with client.stream("POST", RESPONSES, json=body) as response:
+                lines = response.aiter_lines()
+                async for line in lines:
+                    if line == "event: response.output_text.delta":
+                        break
+                gateway.app.state.gateway.drain.expire()
+                rest = [line async for line in lines]
+        await fake_engine.requests[-1].connection.closed.wait()
+    names = [line[7:] for line in rest if line.startswith("event: ")]
+    assert names[-2:] == ["error", "response.failed"]
+    assert "[DONE]" not in "".join(rest)
+    assert any('"code":"shutting_down"' in line for line in rest)
