@@ -13,6 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
+from gateway.access.keys import hash_key
 from gateway.app.factory import create_app
 from gateway.responses.redisstore import RedisStore
 from gateway.responses.store import MemoryStore, ResponseStore, SqliteStore, StoredResponse
@@ -233,3 +234,23 @@ async def test_a_stream_whose_response_cannot_be_kept_ends_failed(
     names = [line[7:] for line in answer.text.splitlines() if line.startswith("event: ")]
     assert names[-3:] == ["response.output_item.done", "error", "response.failed"]
     assert '"code":"store_unavailable"' in answer.text
+
+
+async def test_with_api_keys_a_response_belongs_to_the_key_name(tmp_path: Path) -> None:
+    keys = tmp_path / "keys.yaml"
+    keys.write_text(
+        f"keys:\n  - {{name: alice, sha256: {hash_key('sk-alice')}}}\n"
+        f"  - {{name: bob, sha256: {hash_key('sk-bob')}}}\n"
+    )
+    settings = store_settings()
+    settings.auth.keys_file = keys
+    app = create_app(settings, transport=engine_answers("a").transport)
+    async with asgi_client(app) as client:
+        made = (await client.post(RESPONSES, json=responses_request(), headers=ALICE)).json()
+        where = f"{RESPONSES}/{made['id']}"
+        assert (await client.get(where, headers=ALICE)).status_code == 200
+        assert (await client.get(where, headers=BOB)).status_code == 404
+        assert (await client.get(where)).status_code == 401
+        assert (
+            await client.get(where, headers={"authorization": "Bearer sk-eve"})
+        ).status_code == 401
