@@ -66,6 +66,26 @@ def text_part(text: str) -> dict[str, Any]:
     return {"type": "output_text", "text": text, "annotations": [], "logprobs": []}
 
 
+def reasoning_item(item_id: str, text: str, *, status: str) -> dict[str, Any]:
+    """A ``reasoning`` output item: the engine's reasoning text (``reasoning_content``)."""
+    return {
+        "id": item_id,
+        "type": "reasoning",
+        "status": status,
+        "summary": [],
+        "content": [{"type": "reasoning_text", "text": text}],
+    }
+
+
+def reasoning_of(source: dict[str, Any]) -> str | None:
+    """The reasoning text of a chat message or delta (vLLM and SGLang's reasoning parsers
+    put it in ``reasoning_content``; newer vLLM in ``reasoning``)."""
+    text = source.get("reasoning_content")
+    if text is None:
+        text = source.get("reasoning")
+    return text if isinstance(text, str) and text else None
+
+
 def call_item(
     item_id: str, call_id: str, name: str, arguments: str, *, status: str
 ) -> dict[str, Any]:
@@ -142,6 +162,9 @@ def output_of(chat: dict[str, Any], new_id: Any) -> tuple[list[dict[str, Any]], 
     status, incomplete = finish_status(choice.get("finish_reason"))
     item_status = "incomplete" if status == "incomplete" else "completed"
     output: list[dict[str, Any]] = []
+    reasoning = reasoning_of(message)
+    if reasoning is not None:
+        output.append(reasoning_item(new_id("rs"), reasoning, status=item_status))
     content = message.get("content")
     if isinstance(content, str) and content:
         output.append(message_item(new_id("msg"), content, status=item_status))
@@ -156,6 +179,6 @@ def output_of(chat: dict[str, Any], new_id: Any) -> tuple[list[dict[str, Any]], 
                 status=item_status,
             )
         )
-    if not output:
+    if not any(item["type"] != "reasoning" for item in output):
         output.append(message_item(new_id("msg"), "", status=item_status))
     return output, status, incomplete

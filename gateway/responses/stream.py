@@ -23,6 +23,8 @@ from gateway.responses.shape import (
     call_item,
     finish_status,
     message_item,
+    reasoning_item,
+    reasoning_of,
     response_object,
     text_part,
     usage_of,
@@ -60,6 +62,8 @@ class _Item:
     def done(self, status: str) -> dict[str, Any]:
         if self.kind == "message":
             return message_item(self.id, self.text, status=status)
+        if self.kind == "reasoning":
+            return reasoning_item(self.id, self.text, status=status)
         return call_item(self.id, self.call_id, self.name, self.text, status=status)
 
 
@@ -159,6 +163,9 @@ class StreamTranslator:
             return out
         choice = choices[0]
         delta = choice.get("delta") or {}
+        reasoning = reasoning_of(delta)
+        if reasoning is not None:
+            out += self._reasoning(reasoning)
         content = delta.get("content")
         if isinstance(content, str) and content:
             out += self._text(content)
@@ -184,6 +191,22 @@ class StreamTranslator:
             item.delta_head,
             orjson.dumps(delta),
             _DELTA_END,
+        )
+
+    def _reasoning(self, delta: str) -> bytes:
+        out = b""
+        item = self.open
+        if item is None or item.kind != "reasoning":
+            out += self._close()
+            item = self._open("reasoning", self.new_id("rs"))
+            added = reasoning_item(item.id, "", status="in_progress") | {"content": []}
+            out += self._event(
+                "response.output_item.added", {"output_index": item.index, "item": added}
+            )
+        item.parts.append(delta)
+        return out + self._event(
+            "response.reasoning_text.delta",
+            {"item_id": item.id, "output_index": item.index, "content_index": 0, "delta": delta},
         )
 
     def _open_message(self) -> tuple[_Item, bytes]:
@@ -250,6 +273,10 @@ class StreamTranslator:
                 "response.content_part.done",
                 where | {"content_index": 0, "part": text_part(item.text)},
             )
+        elif item.kind == "reasoning":
+            out = self._event(
+                "response.reasoning_text.done", where | {"content_index": 0, "text": item.text}
+            )
         else:
             out = self._event(
                 "response.function_call_arguments.done", where | {"arguments": item.text}
@@ -264,8 +291,9 @@ class StreamTranslator:
         """The engine's stream ended well: close the open item, then the response."""
         status, incomplete = finish_status(self.finish_reason)
         out = b""
-        if not self.items:
+        if not any(item.kind != "reasoning" for item in self.items):
             # An empty answer is still one (empty) message, as in the whole answer.
+            out += self._close()
             out += self._open_message()[1]
         out += self._close("incomplete" if status == "incomplete" else "completed")
         self.final = self._response(status, usage=self.usage, incomplete=incomplete)

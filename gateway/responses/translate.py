@@ -182,6 +182,11 @@ def to_messages(items: list[dict[str, Any]], *, first: int = 0) -> list[dict[str
                 last.setdefault("tool_calls", []).append(call)
             else:
                 messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
+        elif kind == "reasoning":
+            # An earlier answer's reasoning (from the store, or sent back by a client the
+            # policy lets): chat engines take none back (vLLM: never send reasoning_content
+            # in a request), so it is left out, as their chat templates leave it out.
+            continue
         elif kind == "function_call_output":
             messages.append(
                 {

@@ -19,6 +19,7 @@ from tests.support.faults import DEADLINE, HELD, fault_settings
 from tests.support.gateways import Gateway, gateway_settings, serve_gateway
 from tests.support.paths import FIXTURES
 from tests.support.responses import RESPONSES, responses_request, sse_events
+from tests.support.sdk import sdk
 
 pytestmark = pytest.mark.anyio
 TEXT_EVENTS = [
@@ -277,3 +278,52 @@ async def test_drain_expiry_ends_the_stream_with_response_failed(
     assert names[-2:] == ["error", "response.failed"]
     assert "[DONE]" not in "".join(rest)
     assert any('"code":"shutting_down"' in line for line in rest)
+
+
+async def test_reasoning_deltas_stream_as_a_reasoning_item(fake_engine: FakeEngine) -> None:
+    def delta(**fields: str) -> bytes:
+        return sse({"choices": [{"index": 0, "delta": fields, "finish_reason": None}]})
+
+    fake_engine.handler = sends_stream(
+        delta(reasoning_content="Short"),
+        delta(reasoning_content=" names."),
+        delta(content="Tom."),
+    )
+    async with serve_gateway(gateway_settings(fake_engine.url)) as gateway:
+        with anyio.fail_after(DEADLINE):
+            answer = await stream(gateway, responses_request())
+    events = sse_events(answer.content)
+    assert [name for name, _ in events][:6] == [
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.reasoning_text.delta",
+        "response.reasoning_text.delta",
+        "response.reasoning_text.done",
+    ]
+    assert events[5][1]["text"] == "Short names."
+    final = events[-1][1]["response"]
+    assert [item["type"] for item in final["output"]] == ["reasoning", "message"]
+    assert final["output"][1]["content"][0]["text"] == "Tom."
+
+
+async def test_the_sdk_parser_takes_reasoning_and_tool_call_streams(
+    fake_engine: FakeEngine,
+) -> None:
+    fake_engine.handler = sends_stream(
+        sse({"choices": [{"index": 0, "delta": {"reasoning_content": "Hm."}}]}),
+        sse({"choices": [{"index": 0, "delta": {"content": "Checking."}}]}),
+        tool_delta(0, name="weather", arguments='{"city":"Oslo"}'),
+        sse({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+    )
+    settings = gateway_settings(
+        fake_engine.url, policy=FIXTURES / "policies" / "responses-open.yaml"
+    )
+    async with serve_gateway(settings) as gateway, sdk(gateway.url) as client:
+        with anyio.fail_after(DEADLINE):
+            async with client.responses.stream(model="m", input="hi") as events:
+                names = [event.type async for event in events]
+                final = await events.get_final_response()
+    assert names[-1] == "response.completed"
+    assert [item.type for item in final.output] == ["reasoning", "message", "function_call"]
+    assert final.output_text == "Checking."

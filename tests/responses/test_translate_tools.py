@@ -231,7 +231,7 @@ async def test_verbosity_reasoning_effort_and_extensions(engine: MockEngine) -> 
         ({"max_tool_calls": 2}, "max_tool_calls"),
         ({"conversation": {"id": "conv_1"}}, "conversation"),
         ({"prompt": {"id": "pmpt_1"}}, "prompt"),
-        ({"input": [{"type": "reasoning", "summary": []}]}, "input[0].type"),
+        ({"input": [{"type": "web_search_call", "id": "ws_1"}]}, "input[0].type"),
         (
             {"input": [{"role": "user", "content": [{"type": "input_audio"}]}]},
             "input[0].content[0].type",
@@ -264,4 +264,25 @@ async def test_image_and_file_parts_become_chat_parts(engine: MockEngine) -> Non
         {"type": "text", "text": "What is this?"},
         {"type": "image_url", "image_url": {"url": "https://x/cat.png", "detail": "low"}},
         {"type": "file", "file": {"file_id": "file_1", "filename": "a.pdf"}},
+    ]
+
+
+async def test_engine_reasoning_becomes_a_reasoning_item_and_is_not_sent_back(
+    engine: MockEngine,
+) -> None:
+    answer = completion("Tom.")
+    answer["choices"][0]["message"]["reasoning_content"] = "A cat needs a short name."
+    engine.handler = lambda request: httpx.Response(200, json=answer)
+    body = (await post(responses_request(), engine)).json()
+    reasoning, message = body["output"]
+    assert reasoning["type"] == "reasoning" and reasoning["id"].startswith("rs_")
+    assert reasoning["content"] == [{"type": "reasoning_text", "text": "A cat needs a short name."}]
+    assert reasoning["summary"] == []
+    assert message["content"][0]["text"] == "Tom."
+    await post(
+        {"model": MODEL, "input": [*body["output"], {"role": "user", "content": "Why?"}]}, engine
+    )
+    assert sent(engine)["messages"] == [
+        {"role": "assistant", "content": "Tom."},
+        {"role": "user", "content": "Why?"},
     ]
