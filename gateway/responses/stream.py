@@ -141,7 +141,12 @@ class StreamTranslator:
             choice = choices[0]
             if type(choice) is dict and not choice.get("finish_reason"):
                 delta = choice.get("delta")
-                if type(delta) is dict and "tool_calls" not in delta:
+                if (
+                    type(delta) is dict
+                    and "tool_calls" not in delta
+                    and delta.get("reasoning_content") is None
+                    and delta.get("reasoning") is None
+                ):
                     content = delta.get("content")
                     if type(content) is str and content:
                         item.parts.append(content)
