@@ -53,6 +53,7 @@ class Result:
 
     workload: str
     policy: str
+    cache_blocks: int
     outcome: Outcome
     served: dict[str, float]
     in_flight: dict[str, float]  # mean over the samples
@@ -147,14 +148,16 @@ async def _scrape(client: httpx.AsyncClient, name: str) -> dict[str, float]:
     return out
 
 
-async def run_one(workload: Shape, policy: str, args: argparse.Namespace) -> Result:
-    """``workload`` through a fresh fleet routing by ``policy``."""
+async def run_one(
+    workload: Shape, policy: str, args: argparse.Namespace, *, cache_blocks: int
+) -> Result:
+    """``workload`` through a fresh fleet (caches of ``cache_blocks``) routing by ``policy``."""
     async with (
         fleet(
             policy,
             replicas=args.replicas,
             prefill_ms=args.prefill_ms_per_token,
-            cache_blocks=args.cache_blocks,
+            cache_blocks=cache_blocks,
         ) as (url, pid),
         httpx.AsyncClient(base_url=url, timeout=10) as metrics,
     ):
@@ -183,7 +186,7 @@ async def run_one(workload: Shape, policy: str, args: argparse.Namespace) -> Res
     served = {r: n - before.get(r, 0.0) for r, n in after.items()}
     in_flight = {r: s / max(count, 1) for r, s in sums.items()}
     per_request = cpu / max(len(outcome.samples), 1) * 1e6
-    return Result(workload.name, policy, outcome, served, in_flight, per_request)
+    return Result(workload.name, policy, cache_blocks, outcome, served, in_flight, per_request)
 
 
 def _spread(values: dict[str, float]) -> float:
@@ -197,9 +200,9 @@ def result_table(results: list[Result]) -> str:
     """Workloads down, figures across, each policy its own row."""
     rows = [
         [
-            "workload", "policy", "requests", "failed", "cached share", "uncached tok/req",
-            "TTFT p50 ms",
-            "TTFT p99 ms", "req/s", "requests max/mean", "load max/mean", "gateway CPU µs/req",
+            "workload", "cache blocks", "policy", "requests", "failed", "cached share",
+            "uncached tok/req", "TTFT p50 ms", "TTFT p99 ms", "req/s", "requests max/mean",
+            "load max/mean", "gateway CPU µs/req",
         ]
     ]  # fmt: skip
     for r in results:
@@ -209,6 +212,7 @@ def result_table(results: list[Result]) -> str:
         rows.append(
             [
                 r.workload,
+                str(r.cache_blocks),
                 r.policy,
                 str(len(r.outcome.samples)),
                 str(len(r.outcome.samples) - len(ok)),
@@ -224,21 +228,27 @@ def result_table(results: list[Result]) -> str:
                 format_number(r.gateway_cpu),
             ]
         )
-    return markdown(rows, left=2)
+    return markdown(rows, left=3)
 
 
 async def run_all(args: argparse.Namespace) -> list[Result]:
     shapes = [MULTI_TURN, SKEWED]
     if args.quick:
+        args.cache_blocks = args.cache_blocks[:1]
         shapes = [
             replace(MULTI_TURN, conversations=12, turns=4, concurrency=8),
             replace(SKEWED, conversations=6, turns=2, hot_requests=12),
         ]
     results = []
-    for shape in shapes:
-        for policy in POLICIES:
-            print(f"running {shape.name} with {policy}...", file=sys.stderr, flush=True)
-            results.append(await run_one(shape, policy, args))
+    for blocks in args.cache_blocks:
+        for shape in shapes:
+            for policy in POLICIES:
+                print(
+                    f"running {shape.name} with {policy}, {blocks} cache blocks...",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                results.append(await run_one(shape, policy, args, cache_blocks=blocks))
     return results
 
 
@@ -247,14 +257,20 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.routing", description=__doc__)
     parser.add_argument("--replicas", type=int, default=4)
     parser.add_argument("--prefill-ms-per-token", type=float, default=0.5)
-    parser.add_argument("--cache-blocks", type=int, default=8192, help="per engine")
+    parser.add_argument(
+        "--cache-blocks",
+        type=lambda text: [int(n) for n in text.split(",")],
+        default=[8192, 256],
+        help="prefix cache blocks per engine, one run for each size (default: 8192,256: "
+        "every conversation fits; only a replica's share of them fits)",
+    )
     parser.add_argument("--quick", action="store_true", help="smaller workloads")
     args = parser.parse_args(argv)
     started = time.monotonic()
     results = asyncio.run(run_all(args))
     print(
         f"{args.replicas} reference engines, prefill {args.prefill_ms_per_token:g} ms per "
-        f"uncached prompt token, prefix cache of {args.cache_blocks} blocks of 16 tokens each:"
+        "uncached prompt token, prefix cache blocks of 16 tokens:"
     )
     print(result_table(results))
     print()

@@ -24,8 +24,11 @@ def test_the_cost_bench_prints_every_piece(capsys: pytest.CaptureFixture[str]) -
 @pytest.mark.anyio
 async def test_a_tiny_workload_runs_through_both_policies() -> None:
     shape = replace(MULTI_TURN, conversations=2, turns=2, concurrency=2, max_tokens=3)
-    args = argparse.Namespace(replicas=2, prefill_ms_per_token=0.0, cache_blocks=64)
-    results = [await run_one(shape, policy, args) for policy in ("least_in_flight", "affinity")]
+    args = argparse.Namespace(replicas=2, prefill_ms_per_token=0.0)
+    results = [
+        await run_one(shape, policy, args, cache_blocks=64)
+        for policy in ("least_in_flight", "affinity")
+    ]
     for result in results:
         assert len(result.outcome.samples) == 4
         assert all(s.ok for s in result.outcome.samples)
@@ -34,5 +37,5 @@ async def test_a_tiny_workload_runs_through_both_policies() -> None:
     affinity = results[1].outcome.samples
     assert sum(s.cached_tokens for s in affinity) > 0
     table = result_table(results)
-    lines = [line.split("|")[2].strip() for line in table.splitlines()[2:]]
+    lines = [line.split("|")[3].strip() for line in table.splitlines()[2:]]
     assert lines == ["least_in_flight", "affinity"]
