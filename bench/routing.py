@@ -43,7 +43,8 @@ from bench.routing_load import MULTI_TURN, SKEWED, Outcome, Shape, run_workload
 from bench.stats import percentile
 from bench.table import format_number, markdown
 
-POLICIES = ("least_in_flight", "affinity")
+# A policy, or "affinity:F" for affinity with load_factor F.
+POLICIES = ("least_in_flight", "affinity", "affinity:2")
 SAMPLE_SECONDS = 0.25  # how often the replicas' in-flight gauges are read
 
 
@@ -56,6 +57,7 @@ class Result:
     cache_blocks: int
     outcome: Outcome
     served: dict[str, float]
+    spilled: float  # share of keyed requests placed off their home replica
     in_flight: dict[str, float]  # mean over the samples
     gateway_cpu: float
 
@@ -121,9 +123,11 @@ async def fleet(
     port = _free_port()
     gateway_env = {
         **env,
-        "FT_GATEWAY_UPSTREAM__ROUTING": policy,
+        "FT_GATEWAY_UPSTREAM__ROUTING": policy.partition(":")[0],
         "FT_GATEWAY_LOG__REQUESTS": "false",
     }
+    if ":" in policy:
+        gateway_env["FT_GATEWAY_UPSTREAM__AFFINITY__LOAD_FACTOR"] = policy.partition(":")[2]
     gateway = [
         sys.executable, "-m", "gateway", "serve", "--upstream", urls, "--port", str(port),
         "--workers", "1", "--log-level", "warning",
@@ -137,14 +141,14 @@ async def fleet(
             yield url, pid
 
 
-async def _scrape(client: httpx.AsyncClient, name: str) -> dict[str, float]:
+async def _scrape(client: httpx.AsyncClient, name: str, label: str = "replica") -> dict[str, float]:
     text = (await client.get("/metrics")).text
     out: dict[str, float] = {}
     for family in text_string_to_metric_families(text):
         if family.name == name:
             for sample in family.samples:
                 if sample.name in (name, name + "_total"):
-                    out[sample.labels["replica"]] = sample.value
+                    out[sample.labels[label]] = out.get(sample.labels[label], 0) + sample.value
     return out
 
 
@@ -183,10 +187,15 @@ async def run_one(
         done.set()
         await sampler
         after = await _scrape(metrics, "ft_gateway_replica_requests")
+        placements = await _scrape(metrics, "ft_gateway_routing_placements", "placement")
     served = {r: n - before.get(r, 0.0) for r, n in after.items()}
     in_flight = {r: s / max(count, 1) for r, s in sums.items()}
     per_request = cpu / max(len(outcome.samples), 1) * 1e6
-    return Result(workload.name, policy, cache_blocks, outcome, served, in_flight, per_request)
+    keyed = placements.get("home", 0.0) + placements.get("spilled", 0.0)
+    spilled = placements.get("spilled", 0.0) / keyed if keyed else math.nan
+    return Result(
+        workload.name, policy, cache_blocks, outcome, served, spilled, in_flight, per_request
+    )
 
 
 def _spread(values: dict[str, float]) -> float:
@@ -202,7 +211,7 @@ def result_table(results: list[Result]) -> str:
         [
             "workload", "cache blocks", "policy", "requests", "failed", "cached share",
             "uncached tok/req", "TTFT p50 ms", "TTFT p99 ms", "req/s", "requests max/mean",
-            "load max/mean", "gateway CPU µs/req",
+            "load max/mean", "spilled", "gateway CPU µs/req",
         ]
     ]  # fmt: skip
     for r in results:
@@ -225,6 +234,7 @@ def result_table(results: list[Result]) -> str:
                 format_number(len(ok) / r.outcome.seconds if r.outcome.seconds else math.nan),
                 format_number(_spread(r.served)),
                 format_number(_spread(r.in_flight)),
+                "-" if math.isnan(r.spilled) else f"{r.spilled:.0%}",
                 format_number(r.gateway_cpu),
             ]
         )
@@ -242,7 +252,7 @@ async def run_all(args: argparse.Namespace) -> list[Result]:
     results = []
     for blocks in args.cache_blocks:
         for shape in shapes:
-            for policy in POLICIES:
+            for policy in args.policies:
                 print(
                     f"running {shape.name} with {policy}, {blocks} cache blocks...",
                     file=sys.stderr,
@@ -263,6 +273,13 @@ def main(argv: list[str] | None = None) -> None:
         default=[8192, 256],
         help="prefix cache blocks per engine, one run for each size (default: 8192,256: "
         "every conversation fits; only a replica's share of them fits)",
+    )
+    parser.add_argument(
+        "--policies",
+        type=lambda text: text.split(","),
+        default=list(POLICIES),
+        help="routing policies to compare; affinity:F sets load_factor F "
+        "(default: least_in_flight,affinity,affinity:2)",
     )
     parser.add_argument("--quick", action="store_true", help="smaller workloads")
     args = parser.parse_args(argv)

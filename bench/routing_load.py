@@ -46,17 +46,22 @@ class Shape:
     hot_requests: int = 0  # requests of each hot one
     hot_concurrency: int = 0  # of each hot one in flight at once
     max_tokens: int = 12
+    # Seconds a user reads before the next turn (uniform in [0, think)): without it a
+    # conversation's next turn finds its own replica the least loaded one, as no
+    # real user's does minutes later.
+    think: float = 0.0
 
 
 MULTI_TURN = Shape(
     "multi-turn",
     conversations=48,
     turns=10,
-    concurrency=16,
+    concurrency=24,
     system_prompts=4,
     system_words=150,
     question_words=20,
     max_tokens=24,
+    think=0.6,
 )
 SKEWED = Shape(
     "skewed",
@@ -70,6 +75,7 @@ SKEWED = Shape(
     hot_requests=60,
     hot_concurrency=6,
     max_tokens=24,
+    think=0.6,
 )
 
 
@@ -145,10 +151,17 @@ async def ask(
 
 
 async def _conversation(
-    client: httpx.AsyncClient, system: str, questions: Sequence[str], shape: Shape, out: Outcome
+    client: httpx.AsyncClient,
+    system: str,
+    questions: Sequence[str],
+    pauses: Sequence[float],
+    shape: Shape,
+    out: Outcome,
 ) -> None:
     messages = [{"role": "system", "content": system}]
-    for question in questions:
+    for question, pause in zip(questions, pauses, strict=True):
+        if len(messages) > 1:
+            await asyncio.sleep(pause)  # the user reads the answer
         messages.append({"role": "user", "content": question})
         sample, answer = await ask(client, messages, shape)
         out.samples.append(sample)
@@ -178,7 +191,11 @@ async def run_workload(url: str, shape: Shape, *, seed: int = 7) -> Outcome:
     words = Words(seed)
     systems = [words.text(shape.system_words) for _ in range(shape.system_prompts)]
     plans = [
-        (systems[i % len(systems)], [words.text(shape.question_words) for _ in range(shape.turns)])
+        (
+            systems[i % len(systems)],
+            [words.text(shape.question_words) for _ in range(shape.turns)],
+            [words.random.uniform(0, shape.think) for _ in range(shape.turns)],
+        )
         for i in range(shape.conversations)
     ]
     hot_contexts = [[words.text(shape.question_words) for _ in range(6)] for _ in range(shape.hot)]
@@ -187,13 +204,13 @@ async def run_workload(url: str, shape: Shape, *, seed: int = 7) -> Outcome:
     async with httpx.AsyncClient(base_url=url, timeout=120, limits=limits) as client:
         gate = asyncio.Semaphore(shape.concurrency)
 
-        async def cold(system: str, questions: list[str]) -> None:
+        async def cold(system: str, questions: list[str], pauses: list[float]) -> None:
             async with gate:
-                await _conversation(client, system, questions, shape, out)
+                await _conversation(client, system, questions, pauses, shape, out)
 
         start = time.perf_counter()
         await asyncio.gather(
-            *(cold(system, questions) for system, questions in plans),
+            *(cold(*plan) for plan in plans),
             *(_hot(client, systems[0], context, shape, out) for context in hot_contexts),
         )
         out.seconds = time.perf_counter() - start

@@ -263,7 +263,7 @@ def _replace_address(data: dict[str, Any], path: tuple[str, ...]) -> None:
     # whichever of url/urls the file used.
     upstream = data.get("upstream")
     if path in (("upstream", "url"), ("upstream", "urls")) and isinstance(upstream, dict):
-        data["upstream"] = {k: v for k, v in upstream.items() if k not in ("url", "urls")}
+        data["upstream"] = {k: v for k, v in upstream.items() if k not in ("url", "urls", "dns")}
 
 
 def env_overrides(environ: Mapping[str, str]) -> dict[tuple[str, ...], str]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 from dataclasses import replace
 
 import pytest
@@ -39,3 +40,4 @@ async def test_a_tiny_workload_runs_through_both_policies() -> None:
     table = result_table(results)
     lines = [line.split("|")[3].strip() for line in table.splitlines()[2:]]
     assert lines == ["least_in_flight", "affinity"]
+    assert math.isnan(results[0].spilled) and 0 <= results[1].spilled <= 1
