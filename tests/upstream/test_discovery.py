@@ -172,3 +172,29 @@ async def test_the_system_resolver_is_the_default() -> None:
 def test_replica_urls() -> None:
     assert replica_url("10.0.0.7", scheme="http", port=8000) == "http://10.0.0.7:8000"
     assert replica_url("fd00::7", scheme="https", port=443) == "https://[fd00::7]:443"
+
+
+@pytest.mark.anyio
+async def test_a_name_with_no_address_yet_is_503_until_it_has_one(dnsmasq: Dnsmasq) -> None:
+    port = free_port()
+    env = {
+        "FT_GATEWAY_UPSTREAM__DNS__NAME": "later." + NAME,
+        "FT_GATEWAY_UPSTREAM__DNS__PORT": str(port),
+        "FT_GATEWAY_UPSTREAM__DNS__INTERVAL": "0.2",
+        "FT_GATEWAY_UPSTREAM__DNS__NAMESERVER": dnsmasq.nameserver,
+    }
+    async with engines_on(port) as engines:
+        app = create_app(gateway_settings(environ=env))
+        async with running_server(app) as url, httpx.AsyncClient(base_url=url) as client:
+            response = await client.post(CHAT, json=chat())
+            assert response.status_code == 503
+            assert response.headers["retry-after"] == "1"
+            assert response.json()["error"]["code"] == "upstream_unavailable"
+            assert "DNS" in response.json()["error"]["message"]
+            assert (await client.get("/readyz")).status_code == 503
+            dnsmasq.set("later." + NAME, ADDRESSES[2:])
+            balancer = app.state.gateway.upstream
+            await until(lambda: len(balancer.replicas) == 1, "the name to resolve")
+            assert (await client.post(CHAT, json=chat())).status_code == 200
+            assert (await client.get("/readyz")).status_code == 200
+        assert engines[ADDRESSES[2]].arrived == 1
