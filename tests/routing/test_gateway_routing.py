@@ -9,11 +9,13 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator, Callable
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from gateway.access.keys import hash_key
 from gateway.app.factory import create_app
 from gateway.routing.affinity import affinity_key
 from gateway.routing.config import Affinity
@@ -21,6 +23,7 @@ from gateway.upstream.balancer import Balancer
 from tests.support.bodies import CHAT, MODEL
 from tests.support.gateways import gateway_settings
 from tests.support.heldengine import HeldEngine, arrivals
+from tests.support.paths import BATCH_PROFILE, POLICY
 from tests.support.servers import running_server
 
 SYSTEM = {"role": "system", "content": "You answer in one line."}
@@ -223,3 +226,47 @@ async def test_a_queued_request_whose_client_leaves_is_dropped_at_once() -> None
             assert (await client.post(CHAT, json=turn("third", 1))).status_code == 200
         assert where(engines, "leaver") == []
         assert balancer.replicas[0].in_flight == 0
+
+
+@pytest.mark.anyio
+async def test_interactive_keys_leave_the_queue_before_batch_keys(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(POLICY.read_text() + BATCH_PROFILE)
+    monkeypatch.setenv(
+        "ROUTING_TEST_KEYS", f"alice:{hash_key('sk-alice')},nightly:{hash_key('sk-night')}:batch"
+    )
+    changed = asyncio.Condition()
+    engine = HeldEngine(changed)
+    async with running_server(engine.app) as engine_url:
+        settings = gateway_settings(
+            engine_url,
+            policy=policy,
+            environ={
+                "FT_GATEWAY_AUTH__KEYS_ENV": "ROUTING_TEST_KEYS",
+                "FT_GATEWAY_UPSTREAM__MAX_IN_FLIGHT": "1",
+            },
+        )
+        app = create_app(settings)
+        async with running_server(app) as url, httpx.AsyncClient(base_url=url, timeout=60) as c:
+            balancer = app.state.gateway.upstream
+            assert isinstance(balancer, Balancer)
+
+            def send(key: str, name: str) -> asyncio.Task[httpx.Response]:
+                headers = {"authorization": f"Bearer {key}"}
+                return asyncio.create_task(c.post(CHAT, json=turn(name, 1), headers=headers))
+
+            first = send("sk-alice", "first")
+            await arrivals([engine], 1)
+            batch = send("sk-night", "batch")  # waits first...
+            await until(lambda: len(balancer.queue) == 1, "the batch request to queue")
+            interactive = send("sk-alice", "interactive")  # ...but this one goes first
+            await until(lambda: len(balancer.queue) == 2, "the interactive one to queue")
+            assert balancer.queue.depth() == {"interactive": 1, "batch": 1}
+            engine.hold = False
+            engine.release()
+            results = await asyncio.gather(first, batch, interactive)
+        assert [r.status_code for r in results] == [200, 200, 200]
+        order = [b["messages"][1]["content"].split()[0] for b in engine.bodies]
+        assert order == ["first", "interactive", "batch"]
