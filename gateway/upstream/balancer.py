@@ -223,8 +223,9 @@ class Balancer:
             try:
                 response = await replica.client.request(method, path, headers=headers, body=body)
             except UpstreamUnreachable as exc:
-                self._release(replica)
+                # Out first, so the slot freed here is not offered to a queued request.
                 self._eject(replica, exc.message)
+                self._release(replica)
                 continue
             except BaseException:
                 self._release(replica)
