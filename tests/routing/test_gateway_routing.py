@@ -24,6 +24,7 @@ from tests.support.bodies import CHAT, MODEL
 from tests.support.gateways import gateway_settings
 from tests.support.heldengine import HeldEngine, arrivals
 from tests.support.paths import BATCH_PROFILE, POLICY
+from tests.support.sdk import sdk
 from tests.support.servers import running_server
 
 SYSTEM = {"role": "system", "content": "You answer in one line."}
@@ -270,3 +271,27 @@ async def test_interactive_keys_leave_the_queue_before_batch_keys(
         assert [r.status_code for r in results] == [200, 200, 200]
         order = [b["messages"][1]["content"].split()[0] for b in engine.bodies]
         assert order == ["first", "interactive", "batch"]
+
+
+@pytest.mark.anyio
+async def test_the_openai_sdks_prompt_cache_key_and_session_header_pick_the_replica() -> None:
+    async with fleet(3, **AFFINITY) as (url, balancer, engines), sdk(url) as client:
+        for n in range(3):
+            await client.chat.completions.create(
+                model=MODEL,
+                messages=turn(f"sdk-{n}", 1)["messages"],
+                prompt_cache_key="team-prompt",
+            )
+        for n in range(3):
+            await client.chat.completions.create(
+                model=MODEL,
+                messages=turn(f"session-{n}", 1)["messages"],
+                extra_headers={"X-Session-ID": "session-42"},
+            )
+        by_key = {i for i, e in enumerate(engines) for b in e.bodies if "sdk-" in str(b)}
+        by_session = {i for i, e in enumerate(engines) for b in e.bodies if "session-" in str(b)}
+        assert len(by_key) == 1 and len(by_session) == 1
+        assert balancer.tallies.placements == {
+            ("prompt_cache_key", "home"): 3,
+            ("header", "home"): 3,
+        }
