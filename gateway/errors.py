@@ -9,6 +9,7 @@
     ├── NotFound                      404  invalid_request_error / unknown_url
     ├── MethodNotAllowed              405  invalid_request_error / method_not_allowed
     ├── ShuttingDown                  503  server_error / shutting_down  (Retry-After)
+    ├── Overloaded                    503  server_error / engine_overloaded  (Retry-After)
     └── UpstreamError                 502  upstream_error
         ├── UpstreamUnreachable       502  upstream_unreachable
         ├── UpstreamTimeout           504  upstream_timeout
@@ -129,6 +130,14 @@ class ShuttingDown(GatewayError):
 
     status = 503
     default_code = "shutting_down"
+
+
+class Overloaded(GatewayError):
+    """Every engine replica is at ``upstream.max_in_flight`` and the gateway's queue is
+    full, or the request waited there for ``upstream.queue.timeout``."""
+
+    status = 503
+    default_code = "engine_overloaded"
 
 
 class UpstreamError(GatewayError):

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from gateway.routing.config import Affinity, Dns, Queue
 from gateway.yamlsource import Problem, SourceError, YamlDocument, load_yaml
 
 ENV_PREFIX = "FT_GATEWAY_"
@@ -79,12 +80,29 @@ class Upstream(_Section):
         "plain HTTP/1.1 only)",
     )
     max_connections: int = Field(default=1000, ge=1, description="per replica")
+    # Engine-aware routing (docs/routing.md).
+    routing: Literal["least_in_flight", "affinity"] = Field(
+        default="least_in_flight",
+        description="least_in_flight, or affinity: a key's requests stay on one replica "
+        "while its load is within affinity.load_factor",
+    )
+    affinity: Affinity = Field(default_factory=Affinity)
+    max_in_flight: int | None = Field(
+        default=None,
+        ge=1,
+        description="requests in flight per replica (per gateway process) at most; past it "
+        "they wait in the queue. None: no limit",
+    )
+    queue: Queue = Field(default_factory=Queue)
+    dns: Dns | None = Field(default=None, description="replicas from a DNS name (instead of urls)")
 
     @model_validator(mode="before")
     @classmethod
     def _several(cls, data: Any) -> Any:
         # FT_GATEWAY_UPSTREAM and --upstream set url; commas there mean several.
         if isinstance(data, dict):
+            if data.get("dns") is not None and "urls" in data:
+                raise ValueError("give 'urls' or 'dns' (replicas from a DNS name), not both")
             url = data.get("url")
             if isinstance(url, str) and "," in url:
                 if "urls" in data:
@@ -245,7 +263,7 @@ def _replace_address(data: dict[str, Any], path: tuple[str, ...]) -> None:
     # whichever of url/urls the file used.
     upstream = data.get("upstream")
     if path in (("upstream", "url"), ("upstream", "urls")) and isinstance(upstream, dict):
-        data["upstream"] = {k: v for k, v in upstream.items() if k not in ("url", "urls")}
+        data["upstream"] = {k: v for k, v in upstream.items() if k not in ("url", "urls", "dns")}
 
 
 def env_overrides(environ: Mapping[str, str]) -> dict[tuple[str, ...], str]:

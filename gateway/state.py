@@ -9,6 +9,7 @@ from gateway._types import Headers
 from gateway.drain import Drain
 from gateway.observe.exchange import NullObserver, Observer, Tracer
 from gateway.policy.engine import Policy
+from gateway.routing.hint import Hinter
 from gateway.settings import Settings
 from gateway.upstream.base import UpstreamClient
 
@@ -28,3 +29,4 @@ class GatewayState:
     upstream: UpstreamClient = field(init=False)
     drain: Drain = field(default_factory=Drain)
     tracer: Tracer | None = None  # None: tracing is off
+    hinter: Hinter | None = None  # None: no routing hints (least in flight, no priorities)

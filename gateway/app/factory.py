@@ -30,8 +30,11 @@ from gateway.observe.metricsport import MetricsExposure
 from gateway.policy.engine import Policy
 from gateway.policy.loading import load_policy_file
 from gateway.proxy.endpoint import ProxyEndpoint
+from gateway.routing.hint import Hinter
 from gateway.settings import Settings
 from gateway.state import GatewayState
+from gateway.upstream.balancer import Balancer
+from gateway.upstream.discovery import discovering
 from gateway.upstream.factory import make_upstream
 
 if TYPE_CHECKING:
@@ -90,6 +93,12 @@ def create_app(
         policy=policy if policy is not None else load_policy(settings),
         upstream_auth=f"Bearer {key}".encode() if key else None,
     )
+    upstream = settings.upstream
+    if upstream.routing == "affinity" or upstream.max_in_flight is not None:
+        state.hinter = Hinter(
+            upstream.affinity if upstream.routing == "affinity" else None,
+            low_priority_profiles=frozenset(upstream.queue.low_priority_profiles),
+        )
     profiles_in_use: frozenset[str] = frozenset()
     if settings.auth.enabled:
         keyring = load_keyring(
@@ -120,8 +129,15 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         state.upstream = make_upstream(settings, transport=transport)
+        if isinstance(state.upstream, Balancer):
+            metrics.tallies.routing = state.upstream.tallies
+            metrics.routing_gauges = state.upstream.gauges
         try:
-            async with reloader.running(watch=settings.watch_policy), exposure.serving():
+            async with (
+                reloader.running(watch=settings.watch_policy),
+                exposure.serving(),
+                discovering(state.upstream, settings.upstream.dns),
+            ):
                 yield
         finally:
             try:

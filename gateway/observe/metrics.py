@@ -15,7 +15,6 @@ counted under ``(other)``.
 
 from __future__ import annotations
 
-import bisect
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -32,13 +31,12 @@ from prometheus_client.metrics_core import (
 
 from gateway.errors import UpstreamError
 from gateway.observe.exchange import Exchange
+from gateway.observe.histogram import BOUNDS as _BOUNDS
+from gateway.observe.histogram import LATENCY_BUCKETS as LATENCY_BUCKETS
+from gateway.observe.histogram import Histogram as Histogram
+from gateway.observe.routingmetrics import RoutingTallies, routing_families
 from gateway.policy.engine import Policy
 
-# Seconds. LLM answers range from milliseconds (a rejected or cached request)
-# to minutes (a long generation).
-LATENCY_BUCKETS = (
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
-)  # fmt: skip
 OTHER = "(other)"
 MAX_MODELS = 64
 MAX_FIELDS = 256
@@ -49,7 +47,6 @@ CLIENT_CLOSED = 499
 RELOAD_RESULTS = ("loaded", "unchanged", "failed")
 K = TypeVar("K")
 _INDEX = re.compile(r"\[\d+\]")
-_BOUNDS = (*(repr(float(b)) for b in LATENCY_BUCKETS), "+Inf")
 
 
 def _upstream_codes() -> frozenset[str]:
@@ -64,24 +61,6 @@ def _upstream_codes() -> frozenset[str]:
 
 
 UPSTREAM_CODES = _upstream_codes()
-
-
-class Histogram:
-    """Counts per bucket (not cumulative) and the sum, for one label set."""
-
-    __slots__ = ("counts", "total")
-
-    def __init__(self) -> None:
-        self.counts = [0] * (len(LATENCY_BUCKETS) + 1)
-        self.total = 0.0
-
-    def observe(self, value: float) -> None:
-        self.counts[bisect.bisect_left(LATENCY_BUCKETS, value)] += 1
-        self.total += value
-
-    def merge(self, other: Histogram) -> None:
-        self.counts = [a + b for a, b in zip(self.counts, other.counts, strict=True)]
-        self.total += other.total
 
 
 @dataclass
@@ -101,6 +80,7 @@ class Tallies:
     # By API key name (the operator names them, so the labels are bounded) and status.
     clients: dict[tuple[str, int], int] = field(default_factory=dict)
     trace_spans_dropped: int = 0
+    routing: RoutingTallies = field(default_factory=RoutingTallies)
 
     def merge(self, other: Tallies) -> None:
         """Add ``other``'s numbers to these (another worker's, for one scrape)."""
@@ -117,6 +97,7 @@ class Tallies:
         self.streams_in_flight += other.streams_in_flight
         self.trace_spans_dropped += other.trace_spans_dropped
         self.policy = self.policy or other.policy
+        self.routing.merge(other.routing)
 
 
 def _add(mine: dict[K, int], theirs: dict[K, int]) -> None:
@@ -154,6 +135,8 @@ class Metrics:
         self._live: dict[int, Exchange] = {}
         # Spans the tracer lost so far (when tracing is on): read when scraped.
         self.spans_dropped: Callable[[], int] | None = None
+        # Fills the routing gauges when scraped (set by the balancer, if any).
+        self.routing_gauges: Callable[[RoutingTallies], None] | None = None
         self.registry.register(self)
 
     # The Observer protocol.
@@ -237,6 +220,8 @@ class Metrics:
         live = list(self._live.values())
         if self.spans_dropped is not None:
             self.tallies.trace_spans_dropped = self.spans_dropped()
+        if self.routing_gauges is not None:
+            self.routing_gauges(self.tallies.routing)
         self.tallies.in_flight = len(live)
         # A stream is in flight once the policy let it through to the engine.
         self.tallies.streams_in_flight = sum(
@@ -341,6 +326,7 @@ def families(t: Tallies) -> Iterator[Metric]:
         loaded.add_metric([], at)
     yield info
     yield loaded
+    yield from routing_families(t.routing)
 
 
 def _counter(

@@ -29,6 +29,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from gateway.observe.metrics import Histogram, Metrics, Tallies, families
+from gateway.observe.routingmetrics import RoutingTallies
 
 logger = logging.getLogger("gateway.workers")
 PERSIST_SECONDS = 5.0
@@ -52,6 +53,7 @@ def encode_tallies(t: Tallies) -> bytes:
             "policy": t.policy,
             "clients": [[*k, n] for k, n in t.clients.items()],
             "trace_spans_dropped": t.trace_spans_dropped,
+            "routing": t.routing.encode(),
         }
     )
 
@@ -83,6 +85,7 @@ def decode_tallies(raw: bytes) -> Tallies:
         policy=(str(policy[0]), str(policy[1]), float(policy[2])) if policy else None,
         clients={(c, int(s)): int(n) for c, s, n in d["clients"]},
         trace_spans_dropped=int(d.get("trace_spans_dropped", 0)),
+        routing=RoutingTallies.decode(d["routing"]) if "routing" in d else RoutingTallies(),
     )
 
 
@@ -100,6 +103,7 @@ def _counters_only(t: Tallies) -> Tallies:
     t.in_flight = 0
     t.streams_in_flight = 0
     t.policy = None
+    t.routing = t.routing.counters_only()
     return t
 
 

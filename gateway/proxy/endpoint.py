@@ -23,6 +23,7 @@ from gateway.proxy.headers import DROP_DOWNSTREAM, DROP_UPSTREAM, filter_headers
 from gateway.proxy.relay import error_end, relay_stream
 from gateway.proxy.request import parse_request, read_body, request_content
 from gateway.proxy.responder import Responder
+from gateway.routing.hint import HINT
 from gateway.state import GatewayState
 from gateway.upstream.base import UpstreamResponse
 
@@ -84,6 +85,11 @@ class ProxyEndpoint:
                     tracer.request(exchange, body)
                 model = body.get("model")
                 exchange.model = model if isinstance(model, str) else None
+                if state.hinter is not None:
+                    # From the body as sent: the policy may strip prompt_cache_key.
+                    HINT.set(
+                        state.hinter.hint(body, headers, client=exchange.client, profile=profile)
+                    )
                 decision = apply_policy(state.policy, self.route, body, profile=profile)
                 exchange.outcomes = decision.outcomes
                 if decision.error is not None:

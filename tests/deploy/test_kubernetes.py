@@ -147,8 +147,17 @@ def test_config_comes_from_the_configmap_and_is_valid(
     )
     args = container["args"]
     assert args[args.index("--config") + 1] == f"{mounts[config_volume]}/config.yaml"
-    assert len(config.upstream.replicas) >= 2
     assert config.listen.metrics_port == port_number(container, "metrics")
+
+
+def test_the_engines_come_from_the_headless_services_dns_name(config: Settings) -> None:
+    service = manifest("engine-service.yaml")
+    assert service["spec"]["clusterIP"] == "None"  # one DNS record per engine pod
+    dns = config.upstream.dns
+    assert dns is not None
+    assert dns.name.split(".")[0] == service["metadata"]["name"]
+    assert dns.port in {p["port"] for p in service["spec"]["ports"]}
+    assert dns.nameserver is None  # the cluster's resolver, from resolv.conf
 
 
 def test_key_hashes_come_from_the_secret(
