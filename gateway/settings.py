@@ -15,6 +15,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from gateway.limits.config import Metering, RateLimits
 from gateway.yamlsource import Problem, SourceError, YamlDocument, load_yaml
 
 ENV_PREFIX = "FT_GATEWAY_"
@@ -221,6 +222,8 @@ class Settings(_Section):
     )
     log: Log = Field(default_factory=Log)
     tracing: Tracing = Field(default_factory=Tracing)
+    rate_limits: RateLimits = Field(default_factory=RateLimits)
+    metering: Metering = Field(default_factory=Metering)
 
     def upstream_api_key(self) -> str | None:
         """The engine's API key, read from the environment variable the config names."""

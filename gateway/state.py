@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from gateway._types import Headers
 from gateway.drain import Drain
+from gateway.limits.limiter import Limiter
 from gateway.observe.exchange import NullObserver, Observer, Tracer
 from gateway.policy.engine import Policy
 from gateway.settings import Settings
@@ -28,3 +29,4 @@ class GatewayState:
     upstream: UpstreamClient = field(init=False)
     drain: Drain = field(default_factory=Drain)
     tracer: Tracer | None = None  # None: tracing is off
+    limiter: Limiter | None = None  # None: no rate limits configured

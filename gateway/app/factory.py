@@ -23,6 +23,7 @@ from gateway.app.dispatch import DispatchingApp
 from gateway.app.health import Health
 from gateway.app.reload import PolicyReloader
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound, render
+from gateway.limits.limiter import make_limiter
 from gateway.observe.exchange import Observer, Observers, Tracer
 from gateway.observe.logs import AccessLog
 from gateway.observe.metrics import Metrics
@@ -78,11 +79,13 @@ def create_app(
     policy: Policy | None = None,
     registry: CollectorRegistry | None = None,
     worker_dir: Path | None = None,
+    worker_index: int = 0,
     span_exporter: SpanExporter | None = None,
 ) -> Starlette:
     """Build the gateway. Tests inject ``transport``; production passes none.
     Metrics go to ``registry`` (a new one per app by default); ``worker_dir``:
     this app is one of several workers, which meet there to add up metrics;
+    ``worker_index``: its number among them (rate limits shared in memory);
     ``span_exporter``: where spans go instead of OTLP (the bench's no-op one)."""
     key = settings.upstream_api_key()
     state = GatewayState(
@@ -100,7 +103,11 @@ def create_app(
         state.authenticate = keyring.authenticate
         profiles_in_use = keyring.profiles
 
+    state.limiter = make_limiter(
+        settings.rate_limits, worker_dir=worker_dir, worker_index=worker_index
+    )
     metrics = Metrics(registry)
+    metrics.limiter = state.limiter
     metrics.policy_live(state.policy)
     observers: list[Observer] = [metrics]
     if settings.log.requests:
@@ -126,6 +133,8 @@ def create_app(
         finally:
             try:
                 await state.upstream.aclose()
+                if state.limiter is not None:
+                    await state.limiter.aclose()
             finally:
                 if state.tracer is not None:
                     # Flushing blocks (an export to a collector that may be gone): off the loop.
