@@ -117,7 +117,7 @@ if diff ~= 0 then
   end
   if redis.call('EXISTS', KEYS[1]) == 1 then
     local ttl = redis.call('PTTL', KEYS[1])
-    redis.call('PEXPIREAT', KEYS[1], math.max(math.floor(latest / 1000) + 1000, now / 1000 + ttl))
+    redis.call('PEXPIREAT', KEYS[1], math.floor(math.max(latest / 1000 + 1000, now / 1000 + ttl)))
   end
 end
 if ARGV[4] ~= '' then redis.call('ZREM', KEYS[2], ARGV[4]) end
