@@ -24,6 +24,7 @@ from gateway.app.health import Health
 from gateway.app.reload import PolicyReloader
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound, render
 from gateway.limits.limiter import make_limiter
+from gateway.limits.report import limit_problems
 from gateway.observe.exchange import Observer, Observers, Tracer
 from gateway.observe.logs import AccessLog
 from gateway.observe.metrics import Metrics
@@ -34,6 +35,7 @@ from gateway.proxy.endpoint import ProxyEndpoint
 from gateway.settings import Settings
 from gateway.state import GatewayState
 from gateway.upstream.factory import make_upstream
+from gateway.yamlsource import Problem, SourceError
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
@@ -94,6 +96,7 @@ def create_app(
         upstream_auth=f"Bearer {key}".encode() if key else None,
     )
     profiles_in_use: frozenset[str] = frozenset()
+    names: list[str] | None = None
     if settings.auth.enabled:
         keyring = load_keyring(
             settings.auth.keys_file,
@@ -102,6 +105,15 @@ def create_app(
         )
         state.authenticate = keyring.authenticate
         profiles_in_use = keyring.profiles
+        names = [k.name for k in keyring.keys]
+    problems = limit_problems(
+        settings.rate_limits,
+        key_names=names,
+        profiles=state.policy.source.profiles,
+        where=lambda path, message: Problem("config", 0, path, message),
+    )
+    if problems:
+        raise SourceError(problems)
 
     state.limiter = make_limiter(
         settings.rate_limits, worker_dir=worker_dir, worker_index=worker_index
