@@ -23,8 +23,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from redis.exceptions import RedisError
-
 from gateway.errors import LimiterUnavailable
 from gateway.limits.config import RateLimits
 from gateway.limits.gcra import Limit, Verdict, resolve
@@ -32,10 +30,12 @@ from gateway.limits.headers import rate_headers, refusal
 from gateway.limits.local import LocalStore
 from gateway.limits.meter import Usage
 from gateway.limits.redisstore import RedisStore
+from gateway.limits.resp import RedisCommandError
 from gateway.limits.shared import SharedStore
 
 logger = logging.getLogger("gateway.limits")
 ANONYMOUS = "(no key)"  # the one bucket of every request when API keys are off
+_STORE_ERRORS = (OSError, TimeoutError, RedisCommandError)
 BYTES_PER_TOKEN = 4  # prompt estimate: tokenizers average ~4 bytes of English per token
 
 
@@ -125,7 +125,7 @@ class Limiter:
             return self._without_store(bucket, limit, tokens)
         try:
             verdict, lease = await self.store.acquire(bucket, limit, tokens)
-        except (OSError, TimeoutError, RedisError) as exc:
+        except _STORE_ERRORS as exc:
             self._failed(exc)
             return self._without_store(bucket, limit, tokens)
         if health.down_since is not None:
@@ -181,7 +181,7 @@ class Limiter:
             await self.store.release(
                 ticket.bucket, ticket.limit, reserved=ticket.reserved, used=used, lease=ticket.lease
             )
-        except (OSError, TimeoutError, RedisError) as exc:
+        except _STORE_ERRORS as exc:
             # The lease expires on its own (lease_seconds); the tokens stay reserved.
             self._failed(exc)
 
@@ -192,7 +192,7 @@ class Limiter:
             return
         try:
             await ping()
-        except (OSError, TimeoutError, RedisError) as exc:
+        except _STORE_ERRORS as exc:
             self._failed(exc)
         else:
             if self.down:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from gateway.limits.gcra import Limit, Verdict, acquire, release
 
@@ -28,9 +27,6 @@ class LocalStore:
         state = self._states.get(bucket)
         if state is not None:
             release(state, limit, time.time(), reserved=reserved, used=used)
-
-    def status(self) -> dict[str, Any]:
-        return {"store": self.kind, "state": "ok"}
 
     async def aclose(self) -> None:
         return None

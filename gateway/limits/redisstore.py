@@ -16,17 +16,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import itertools
 import logging
 import math
 import uuid
 from typing import Any
 
-import redis.asyncio as aioredis
-from redis.exceptions import NoScriptError
-
 from gateway.limits.config import RedisStore as RedisConfig
 from gateway.limits.gcra import CONCURRENT, DAILY, REQUESTS, TOKENS, Limit, Verdict
+from gateway.limits.resp import RedisCommandError, RedisConnection, pack
 
 logger = logging.getLogger("gateway.limits")
 _US = 1_000_000
@@ -137,24 +136,39 @@ def _int(value: Any) -> int:
     return int(value)
 
 
+class _Script:
+    """A Lua script run by ``EVALSHA``; sent whole once when Redis does not know it
+    (a new or restarted Redis), so each run is one command."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.sha = hashlib.sha1(source.encode()).hexdigest()
+
+    async def run(
+        self, redis: RedisConnection, keys: list[str], args: list[int | str], *, timeout: float
+    ) -> Any:
+        tail = (len(keys), *keys, *args)
+        try:
+            return await redis.call(pack("EVALSHA", self.sha, *tail), timeout=timeout)
+        except RedisCommandError as exc:
+            if not str(exc).startswith("NOSCRIPT"):
+                raise
+        return await redis.call(pack("EVAL", self.source, *tail), timeout=timeout)
+
+
 class RedisStore:
-    """Counters in Redis shared by every pod; raises redis/OS/timeout errors for the
-    limiter to handle as configured (it never waits longer than ``timeout``)."""
+    """Counters in Redis shared by every pod; raises OSError, TimeoutError or
+    RedisCommandError for the limiter to handle as configured (it never waits longer
+    than ``timeout`` for a decision)."""
 
     kind = "redis"
 
     def __init__(self, config: RedisConfig) -> None:
         self.config = config
-        self.client = aioredis.Redis.from_url(
-            config.url,
-            socket_connect_timeout=max(config.timeout, 0.05),
-            socket_timeout=None,
-            retry_on_timeout=False,
-            health_check_interval=0,
-        )
-        self._acquire = self.client.register_script(ACQUIRE)
-        self._release = self.client.register_script(RELEASE)
-        self._renew = self.client.register_script(RENEW)
+        self.redis = RedisConnection(config.url, connect_timeout=max(config.timeout, 0.05))
+        self._acquire = _Script(ACQUIRE)
+        self._release = _Script(RELEASE)
+        self._renew = _Script(RENEW)
         self._pod = uuid.uuid4().hex[:12]
         self._ids = itertools.count()
         self._leases: dict[str, str] = {}  # lease id -> its set's key
@@ -176,8 +190,7 @@ class RedisStore:
             lease,
             int(self.config.lease_seconds * _US),
         ]
-        async with asyncio.timeout(self.config.timeout):
-            reply = await self._acquire(keys=keys, args=args)
+        reply = await self._acquire.run(self.redis, keys, args, timeout=self.config.timeout)
         refused, wait, r_left, r_reset, t_left, t_reset, inflight = map(_int, reply)
         if lease and not refused:
             self._leases[lease] = keys[1]
@@ -205,8 +218,9 @@ class RedisStore:
             used - reserved,
             lease,
         ]
-        async with asyncio.timeout(max(self.config.timeout, 0.05) * 10):
-            await self._release(keys=self._keys(bucket), args=args)
+        # After the answer, off the request's path: a little more patience.
+        timeout = max(self.config.timeout, 0.05) * 10
+        await self._release.run(self.redis, self._keys(bucket), args, timeout=timeout)
 
     def _start_renewing(self) -> None:
         if self._renewer is None or self._renewer.done():
@@ -218,24 +232,20 @@ class RedisStore:
             leases = list(self._leases.items())
             if not leases:
                 return
+            args: list[int | str] = [int(self.config.lease_seconds * _US)]
+            args.extend(i for i, _ in leases)
             try:
-                async with asyncio.timeout(1.0):
-                    renew: list[int | str] = [int(self.config.lease_seconds * _US)]
-                    renew.extend(i for i, _ in leases)
-                    await self._renew(keys=[k for _, k in leases], args=renew)
-            except (OSError, TimeoutError, aioredis.RedisError, NoScriptError) as exc:
+                await self._renew.run(self.redis, [k for _, k in leases], args, timeout=1.0)
+            except (OSError, TimeoutError, RedisCommandError) as exc:
                 logger.warning("cannot renew rate-limit leases in Redis: %s", exc)
 
     async def ping(self) -> None:
-        async with asyncio.timeout(max(self.config.timeout, 0.05) * 10):
-            await self.client.ping()
-
-    def status(self) -> dict[str, Any]:
-        return {"store": self.kind}
+        """PING, within ten times the decision time-out."""
+        await self.redis.call(pack("PING"), timeout=max(self.config.timeout, 0.05) * 10)
 
     async def aclose(self) -> None:
         if self._renewer is not None:
             self._renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._renewer
-        await self.client.aclose()
+        self.redis.close()

@@ -22,7 +22,6 @@ import os
 import struct
 import time
 from pathlib import Path
-from typing import Any
 
 from gateway.limits.gcra import Limit, Verdict, acquire, release
 
@@ -121,9 +120,6 @@ class SharedStore:
             self._write(base, state, max(self._own(base) - 1, 0))
         finally:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
-
-    def status(self) -> dict[str, Any]:
-        return {"store": "local", "state": "ok", "shared_by_workers": True}
 
     async def aclose(self) -> None:
         self._map.close()
