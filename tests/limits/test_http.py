@@ -35,10 +35,14 @@ async def test_exactly_the_requests_per_minute_pass_then_429_with_headers(tmp_pa
             {"default": {"requests_per_minute": 3, "tokens_per_minute": 10000}},
         )
         async with serve_gateway(settings) as gw, httpx.AsyncClient(base_url=gw.url) as client:
+            gw.app.state.gateway.observer = gw.app.state.metrics
             answers = [
                 await client.post(CHAT, json=chat(max_tokens=2), headers=auth("alice"))
                 for _ in range(5)
             ]
+            scrape = Scrape((await client.get("/metrics")).text)
+    assert scrape("ft_gateway_rate_limited_total", client="alice", limit="requests_per_minute") == 2
+    assert scrape("ft_gateway_client_requests_total", client="alice", status="429") == 2
     assert [a.status_code for a in answers] == [200, 200, 200, 429, 429]
     assert [a.headers["x-ratelimit-remaining-requests"] for a in answers[:3]] == ["2", "1", "0"]
     for answer in answers:
