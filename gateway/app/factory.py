@@ -24,6 +24,7 @@ from gateway.app.health import Health
 from gateway.app.reload import PolicyReloader
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound, render
 from gateway.limits.limiter import make_limiter
+from gateway.limits.reload import LimitsReloader
 from gateway.limits.report import limit_problems
 from gateway.observe.exchange import Observer, Observers, Tracer
 from gateway.observe.logs import AccessLog
@@ -132,7 +133,8 @@ def create_app(
         metrics.spans_dropped = lambda: tracer.dropped
         observers.append(tracer)
     state.observer = observers[0] if len(observers) == 1 else Observers(*observers)
-    reloader = PolicyReloader(state, metrics=metrics, profiles=profiles_in_use)
+    limits = LimitsReloader(settings, state.limiter, key_names=names)
+    reloader = PolicyReloader(state, metrics=metrics, profiles=profiles_in_use, also=limits.reload)
     exposure = MetricsExposure(settings, metrics, worker_dir=worker_dir)
     health = Health(state, reloader)
 

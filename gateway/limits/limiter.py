@@ -99,6 +99,11 @@ class Limiter:
         self.health = StoreHealth()
         self._limits: dict[tuple[str | None, str | None], Limit | None] = {}
 
+    def reconfigure(self, config: RateLimits) -> None:
+        """New limits (a reload), the same store: requests in flight keep theirs."""
+        self.config = config
+        self._limits = {}
+
     def limit_for(self, client: str | None, profile: str | None) -> Limit | None:
         """The limits of the key named ``client`` with ``profile``: default, then the
         profile's, then the key's own, laid over one another (None: unlimited)."""
