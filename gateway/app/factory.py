@@ -21,10 +21,10 @@ from starlette.routing import Route
 from gateway.access.keys import load_keyring
 from gateway.app.dispatch import DispatchingApp
 from gateway.app.health import Health
+from gateway.app.limits_reload import LimitsReloader
 from gateway.app.reload import PolicyReloader
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound, render
 from gateway.limits.limiter import make_limiter
-from gateway.limits.reload import LimitsReloader
 from gateway.limits.report import limit_problems
 from gateway.observe.exchange import Observer, Observers, Tracer
 from gateway.observe.logs import AccessLog

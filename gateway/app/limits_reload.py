@@ -1,5 +1,7 @@
 """Rate limits reloaded with the policy: on SIGHUP (and ``--watch``), from the config
 file the gateway started with, read again with the same flags and environment.
+(In app/, beside the policy reload: it reads settings.py, which imports
+gateway/limits/config.py, so it cannot live in limits/.)
 
 The limits by key, by profile and the default change at once; the counters stay
 (a key keeps what it used). A config whose limits are invalid, or that does not
