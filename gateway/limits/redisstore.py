@@ -212,6 +212,10 @@ class RedisStore:
         self, bucket: str, limit: Limit, *, reserved: int, used: int, lease: str
     ) -> None:
         self._leases.pop(lease, None)
+        if not lease and (
+            used == reserved or not (limit.tokens_per_minute or limit.tokens_per_day)
+        ):
+            return  # nothing to settle: no round trip
         args: list[int | str] = [
             limit.tokens_per_minute or 0,
             limit.tokens_per_day or 0,

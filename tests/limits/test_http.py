@@ -21,6 +21,7 @@ from tests.support.gateways import serve_gateway
 from tests.support.limits import auth, key_of, limited_settings, rate_headers
 from tests.support.meteredengine import MeteredEngine
 from tests.support.metrics import Scrape
+from tests.support.redisserver import RedisServer
 from tests.support.sdk import sdk
 from tests.support.servers import running_server
 
@@ -164,14 +165,19 @@ async def test_concurrent_requests_count_streams_until_they_end(tmp_path: Path) 
 
 
 @pytest.mark.anyio
+@pytest.mark.parametrize("store", ["local", "redis"])
 async def test_tokens_per_minute_hold_within_one_reservation_under_concurrent_streams(
-    tmp_path: Path,
+    store: str, tmp_path: Path, request: pytest.FixtureRequest
 ) -> None:
     engine = MeteredEngine()
     engine.hold = asyncio.Event()
     limit = 200
+    limits: dict[str, Any] = {"default": {"tokens_per_minute": limit}}
+    if store == "redis":
+        redis: RedisServer = request.getfixturevalue("redis_server")
+        limits |= {"store": "redis", "redis": {"url": redis.url, "timeout": 1.0}}
     async with running_server(engine) as engine_url:
-        settings = limited_settings(engine_url, tmp_path, {"default": {"tokens_per_minute": limit}})
+        settings = limited_settings(engine_url, tmp_path, limits)
         async with (
             serve_gateway(settings) as gw,
             httpx.AsyncClient(base_url=gw.url, timeout=30) as client,
