@@ -145,7 +145,7 @@ async def _decisions(
             wall, cpu = time.perf_counter(), time.process_time()
             for ticket in tickets:
                 assert ticket is not None
-                await limiter.settle(ticket, usage)
+                await limiter.settle(ticket, usage, status=200)
             figures[store]["settle"].append((time.perf_counter() - wall) / number * 1e6)
             figures[store]["settle_cpu"].append((time.process_time() - cpu) / number * 1e6)
     return {s: {k: statistics.median(v) for k, v in f.items()} for s, f in figures.items()}

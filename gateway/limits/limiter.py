@@ -4,8 +4,11 @@
 case in tokens (``reservation``) and takes a concurrency slot, or raises the
 429. ``settle`` runs when the answer has ended (a stream's last byte, a
 client that left): the tokens the engine reported replace the reservation,
-and the slot is freed. When the engine reported no usage the reservation
-stays charged: a budget is never credited with tokens nobody counted.
+and the slot is freed. When an answer that started well reported no usage
+(a stream cut short or left by its client, an engine that ignores
+include_usage) the reservation stays charged: a budget is never credited
+with tokens nobody counted. An answer that is an error status (the engine's
+or the gateway's) generated nothing and is charged nothing.
 
 With ``store: redis``, a failed or slow Redis (past ``redis.timeout``) makes
 the limiter fail open (admit, unlimited) or closed (503) for
@@ -176,12 +179,16 @@ class Limiter:
             )
         return Ticket(bucket, limit, tokens, "", [], counted=False)
 
-    async def settle(self, ticket: Ticket, usage: Usage | None) -> None:
-        """The request ended having used ``usage`` (None: unknown, the reservation
-        stays charged); frees its concurrency slot."""
+    async def settle(self, ticket: Ticket, usage: Usage | None, *, status: int) -> None:
+        """The request ended having used ``usage`` with HTTP ``status`` (usage None:
+        unknown, the reservation stays charged unless the status is an error or no
+        answer, 0); frees its concurrency slot."""
         if not ticket.counted:
             return
-        used = usage.total if usage is not None else ticket.reserved
+        if usage is not None:
+            used = usage.total
+        else:
+            used = ticket.reserved if 200 <= status < 400 else 0
         try:
             await self.store.release(
                 ticket.bucket, ticket.limit, reserved=ticket.reserved, used=used, lease=ticket.lease

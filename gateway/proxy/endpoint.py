@@ -132,7 +132,7 @@ class ProxyEndpoint:
             exchange.bytes_out = responder.bytes_out
             state.observer.finished(exchange)
             if ticket is not None and state.limiter is not None:
-                await state.limiter.settle(ticket, exchange.usage)
+                await state.limiter.settle(ticket, exchange.usage, status=exchange.status)
 
     async def _admit(
         self, exchange: Exchange, profile: str | None, body: dict[str, Any], size: int, n: int

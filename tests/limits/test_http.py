@@ -14,10 +14,11 @@ import openai
 import orjson
 import pytest
 
+from gateway.app.factory import create_app
 from gateway.observe.exchange import Observers
 from gateway.observe.logs import AccessLog
 from tests.support.bodies import CHAT, COMPLETIONS, ERROR_KEYS, chat
-from tests.support.gateways import serve_gateway
+from tests.support.gateways import asgi_client, serve_gateway
 from tests.support.limits import auth, key_of, limited_settings, rate_headers
 from tests.support.meteredengine import MeteredEngine
 from tests.support.metrics import Scrape
@@ -244,3 +245,27 @@ async def test_token_counters_and_access_log_match_the_engines_usage(tmp_path: P
     assert all(
         b.get("stream_options", {}).get("include_usage") for b in engine.bodies if b.get("stream")
     )
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(("status", "charged"), [(500, False), (400, False), (200, True)])
+async def test_an_error_answer_is_charged_no_tokens_one_without_usage_its_reservation(
+    status: int, charged: bool, tmp_path: Path
+) -> None:
+    def engine(request: httpx.Request) -> httpx.Response:
+        if status == 200:  # an answer without usage
+            return httpx.Response(200, json={"choices": [{"index": 0, "message": {}}]})
+        return httpx.Response(status, json={"error": {"message": "no", "type": "x"}})
+
+    settings = limited_settings("http://engine", tmp_path, {"default": {"tokens_per_minute": 1000}})
+    app = create_app(settings, transport=httpx.MockTransport(engine))
+    async with asgi_client(app) as client:
+        remaining = []
+        for _ in range(2):
+            answer = await client.post(CHAT, json=chat(max_tokens=100), headers=auth("alice"))
+            assert answer.status_code == status
+            remaining.append(int(answer.headers["x-ratelimit-remaining-tokens"]))
+    reserved = 1000 - remaining[0]
+    assert reserved > 100
+    # (What refills between the two requests is a few tokens, far from a reservation.)
+    assert (remaining[1] < 1000 - 1.5 * reserved) is charged
