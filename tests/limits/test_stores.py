@@ -69,17 +69,18 @@ async def test_requests_per_minute_are_exact_across_the_pair(
 async def test_tokens_are_reserved_then_settled_on_real_usage(
     kind: str, tmp_path: Path, redis_server: RedisServer
 ) -> None:
-    limit = Limit(tokens_per_minute=100, tokens_per_day=1000)
+    # 10 a minute: one token refills every 6 s, far longer than the test takes.
+    limit = Limit(tokens_per_minute=10, tokens_per_day=1000)
     async with stores(kind, tmp_path, redis_server) as (a, b):
-        first, lease = await a.acquire("k", limit, 60)
-        refused = (await b.acquire("k", limit, 60))[0]
-        await a.release("k", limit, reserved=60, used=10, lease=lease)
-        again = (await b.acquire("k", limit, 90))[0]
+        first, lease = await a.acquire("k", limit, 6)
+        refused = (await b.acquire("k", limit, 6))[0]
+        await a.release("k", limit, reserved=6, used=1, lease=lease)
+        again = (await b.acquire("k", limit, 9))[0]
         over = (await a.acquire("k", limit, 1))[0]
-        never = (await a.acquire("k", limit, 101))[0]
-    assert first.allowed and first.tokens_remaining == 40
+        never = (await a.acquire("k", limit, 11))[0]
+    assert first.allowed and first.tokens_remaining == 4
     assert not refused.allowed and refused.refused == "tokens_per_minute"
-    assert refused.tokens_remaining == 40
+    assert refused.tokens_remaining == 4
     assert again.allowed and again.tokens_remaining == 0
     assert not over.allowed
     assert never.too_large and math.isinf(never.retry_after)
