@@ -131,3 +131,20 @@ async def test_with_stream_usage_off_the_request_goes_unchanged(tmp_path: Path) 
             exchange = gw.recorder.finished_exchanges[-1]
     assert "stream_options" not in engine.bodies[-1]
     assert exchange.usage is None
+
+
+@pytest.mark.anyio
+async def test_a_fanned_out_stream_shows_usage_only_when_asked(tmp_path: Path) -> None:
+    engine = MeteredEngine()
+    async with running_server(engine) as engine_url:
+        async with (
+            serve_gateway(gateway_settings(engine_url)) as gw,
+            httpx.AsyncClient(base_url=gw.url) as client,
+        ):
+            plain = (await client.post(CHAT, json=chat(n=2, stream=True, max_tokens=3))).content
+            unasked = gw.recorder.finished_exchanges[-1].usage
+            body = chat(n=2, stream=True, max_tokens=3, stream_options={"include_usage": True})
+            asked = (await client.post(CHAT, json=body)).content
+    assert b"usage" not in plain and plain.endswith(b"data: [DONE]\n\n")
+    assert unasked == Usage(4, 6, 10)  # both engine requests: the prompt read twice
+    assert b'"usage":{"prompt_tokens":2,"completion_tokens":6,"total_tokens":8}' in asked
