@@ -15,7 +15,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-_REDIS_URL = r"^(redis|rediss|unix)://"
+_REDIS_URL = r"^rediss?://"
 
 
 class _Section(BaseModel):
