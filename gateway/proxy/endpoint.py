@@ -18,7 +18,7 @@ import orjson
 from gateway._types import Headers, Receive, Scope, Send
 from gateway.cutoff import Cutoff
 from gateway.errors import GatewayError, RateLimited, RequestTimeout, ShuttingDown
-from gateway.limits.limiter import Ticket, reservation
+from gateway.limits.limiter import Limiter, Ticket, reservation
 from gateway.limits.meter import StreamMeter, answer_usage
 from gateway.observe.exchange import Exchange
 from gateway.policy.engine import apply_policy
@@ -96,8 +96,8 @@ class ProxyEndpoint:
                     raise decision.error
                 exchange.stream = decision.body.get("stream") is True
                 if state.limiter is not None:
-                    ticket = await self._admit(
-                        exchange, profile, decision.body, len(raw), decision.fanout
+                    ticket = await _admit(
+                        state.limiter, exchange, profile, decision.body, len(raw), decision.fanout
                     )
                     if ticket is not None:
                         responder.extra = ticket.headers
@@ -133,16 +133,6 @@ class ProxyEndpoint:
             state.observer.finished(exchange)
             if ticket is not None and state.limiter is not None:
                 await state.limiter.settle(ticket, exchange.usage, status=exchange.status)
-
-    async def _admit(
-        self, exchange: Exchange, profile: str | None, body: dict[str, Any], size: int, n: int
-    ) -> Ticket | None:
-        limiter = self.state.limiter
-        assert limiter is not None  # the caller checked
-        tokens = reservation(
-            body, body_bytes=size, default_max_tokens=limiter.config.default_max_tokens, n=n
-        )
-        return await limiter.admit(exchange.client, profile, tokens=tokens)
 
     def _upstream_headers(self, headers: Headers, request_id: bytes) -> Headers:
         out = filter_headers(headers, DROP_UPSTREAM)
@@ -279,6 +269,21 @@ class ProxyEndpoint:
         headers, data = whole_answer(response.status, headers, data)
         await responder.start(response.status, headers)
         await responder.body(data)
+
+
+async def _admit(
+    limiter: Limiter,
+    exchange: Exchange,
+    profile: str | None,
+    body: dict[str, Any],
+    size: int,
+    n: int,
+) -> Ticket | None:
+    """The request's hold on its key's limits, reserving its worst case in tokens."""
+    tokens = reservation(
+        body, body_bytes=size, default_max_tokens=limiter.config.default_max_tokens, n=n
+    )
+    return await limiter.admit(exchange.client, profile, tokens=tokens)
 
 
 async def _end_for_shutdown(responder: Responder) -> None:
