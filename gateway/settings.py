@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
+from gateway.limits.config import Metering, RateLimits
 from gateway.routing.config import Affinity, Dns, Queue
 from gateway.yamlsource import Problem, SourceError, YamlDocument, load_yaml
 
@@ -239,6 +240,16 @@ class Settings(_Section):
     )
     log: Log = Field(default_factory=Log)
     tracing: Tracing = Field(default_factory=Tracing)
+    rate_limits: RateLimits = Field(default_factory=RateLimits)
+    metering: Metering = Field(default_factory=Metering)
+    # Where these settings came from (the config file and the flags), so that a
+    # reload can read the file again (gateway/limits/reload.py).
+    _source: tuple[str | None, dict[tuple[str, ...], Any]] | None = PrivateAttr(default=None)
+
+    @property
+    def source(self) -> tuple[str | None, dict[tuple[str, ...], Any]] | None:
+        """(config file, flag overrides) these settings were loaded from."""
+        return self._source
 
     def upstream_api_key(self) -> str | None:
         """The engine's API key, read from the environment variable the config names."""
@@ -321,6 +332,8 @@ def load_settings(
             else:
                 problems.append(doc.problem(loc, msg))
         raise SourceError(problems) from exc
+    file = str(Path(config).resolve()) if config is not None else None
+    settings._source = (file, dict(overrides or {}))
     if config is not None:
         here = Path(config).resolve().parent
         if not settings.policy.is_absolute() and ("policy",) not in origin:

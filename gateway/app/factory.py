@@ -21,8 +21,11 @@ from starlette.routing import Route
 from gateway.access.keys import load_keyring
 from gateway.app.dispatch import DispatchingApp
 from gateway.app.health import Health
+from gateway.app.limits_reload import LimitsReloader
 from gateway.app.reload import PolicyReloader
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound, render
+from gateway.limits.limiter import make_limiter
+from gateway.limits.report import limit_problems
 from gateway.observe.exchange import Observer, Observers, Tracer
 from gateway.observe.logs import AccessLog
 from gateway.observe.metrics import Metrics
@@ -36,6 +39,7 @@ from gateway.state import GatewayState
 from gateway.upstream.balancer import Balancer
 from gateway.upstream.discovery import discovering
 from gateway.upstream.factory import make_upstream
+from gateway.yamlsource import Problem, SourceError
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
@@ -81,11 +85,13 @@ def create_app(
     policy: Policy | None = None,
     registry: CollectorRegistry | None = None,
     worker_dir: Path | None = None,
+    worker_index: int = 0,
     span_exporter: SpanExporter | None = None,
 ) -> Starlette:
     """Build the gateway. Tests inject ``transport``; production passes none.
     Metrics go to ``registry`` (a new one per app by default); ``worker_dir``:
     this app is one of several workers, which meet there to add up metrics;
+    ``worker_index``: its number among them (rate limits shared in memory);
     ``span_exporter``: where spans go instead of OTLP (the bench's no-op one)."""
     key = settings.upstream_api_key()
     state = GatewayState(
@@ -100,6 +106,7 @@ def create_app(
             low_priority_profiles=frozenset(upstream.queue.low_priority_profiles),
         )
     profiles_in_use: frozenset[str] = frozenset()
+    names: list[str] | None = None
     if settings.auth.enabled:
         keyring = load_keyring(
             settings.auth.keys_file,
@@ -108,8 +115,21 @@ def create_app(
         )
         state.authenticate = keyring.authenticate
         profiles_in_use = keyring.profiles
+        names = [k.name for k in keyring.keys]
+    problems = limit_problems(
+        settings.rate_limits,
+        key_names=names,
+        profiles=state.policy.source.profiles,
+        where=lambda path, message: Problem("config", 0, path, message),
+    )
+    if problems:
+        raise SourceError(problems)
 
+    state.limiter = make_limiter(
+        settings.rate_limits, worker_dir=worker_dir, worker_index=worker_index
+    )
     metrics = Metrics(registry)
+    metrics.limiter = state.limiter
     metrics.policy_live(state.policy)
     observers: list[Observer] = [metrics]
     if settings.log.requests:
@@ -122,7 +142,8 @@ def create_app(
         metrics.spans_dropped = lambda: tracer.dropped
         observers.append(tracer)
     state.observer = observers[0] if len(observers) == 1 else Observers(*observers)
-    reloader = PolicyReloader(state, metrics=metrics, profiles=profiles_in_use)
+    limits = LimitsReloader(settings, state.limiter, key_names=names)
+    reloader = PolicyReloader(state, metrics=metrics, profiles=profiles_in_use, also=limits.reload)
     exposure = MetricsExposure(settings, metrics, worker_dir=worker_dir)
     health = Health(state, reloader)
 
@@ -142,6 +163,8 @@ def create_app(
         finally:
             try:
                 await state.upstream.aclose()
+                if state.limiter is not None:
+                    await state.limiter.aclose()
             finally:
                 if state.tracer is not None:
                     # Flushing blocks (an export to a collector that may be gone): off the loop.

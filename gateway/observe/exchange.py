@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from gateway._types import Headers
 from gateway.errors import GatewayError
+from gateway.limits.meter import Usage
 from gateway.policy.engine import Outcome
 
 
@@ -38,6 +39,8 @@ class Exchange:
     bytes_out: int = 0
     client_disconnected: bool = False
     trace: TraceHooks | None = None  # its spans, when tracing is on
+    usage: Usage | None = None  # the tokens the engine reported
+    rate_limited: str | None = None  # the limit that refused the request (429)
 
     def failed(self, exc: GatewayError) -> None:
         """Record an error the client was told about (as a status or, mid-stream, an event)."""

@@ -11,14 +11,19 @@ import asyncio
 import contextlib
 import logging
 import time
+from typing import Any
+
+import orjson
 
 from gateway._types import Headers, Receive, Scope, Send
 from gateway.cutoff import Cutoff
-from gateway.errors import GatewayError, RequestTimeout, ShuttingDown
+from gateway.errors import GatewayError, RateLimited, RequestTimeout, ShuttingDown
+from gateway.limits.limiter import Limiter, Ticket, reservation
+from gateway.limits.meter import StreamMeter, answer_usage
 from gateway.observe.exchange import Exchange
 from gateway.policy.engine import apply_policy
 from gateway.proxy.answers import check_head, whole_answer
-from gateway.proxy.fanout import FanOut, fanout_bodies, include_usage
+from gateway.proxy.fanout import FanOut, fanout_bodies, include_usage, with_usage
 from gateway.proxy.headers import DROP_DOWNSTREAM, DROP_UPSTREAM, filter_headers, request_id_of
 from gateway.proxy.relay import error_end, relay_stream
 from gateway.proxy.request import parse_request, read_body, request_content
@@ -64,6 +69,7 @@ class ProxyEndpoint:
         if tracer is not None:
             tracer.begin(exchange, headers)
         state.observer.started(exchange)
+        ticket: Ticket | None = None
         try:
             if state.drain.draining:
                 raise ShuttingDown(
@@ -74,7 +80,7 @@ class ProxyEndpoint:
             if state.authenticate is not None:
                 exchange.client, profile = state.authenticate(headers)
             bodies = [b""]
-            usage = False
+            usage = hide = False
             if self.route is not None:
                 raw = await self._read_body(receive, headers)
                 if raw is None:
@@ -95,18 +101,31 @@ class ProxyEndpoint:
                 if decision.error is not None:
                     raise decision.error
                 exchange.stream = decision.body.get("stream") is True
+                if state.limiter is not None:
+                    ticket = await _admit(
+                        state.limiter, exchange, profile, decision.body, len(raw), decision.fanout
+                    )
+                    if ticket is not None:
+                        responder.extra = ticket.headers
+                usage = exchange.stream and include_usage(decision.body)
+                # Metering asks a stream for its usage; the client never sees it unasked.
+                hide = exchange.stream and not usage and state.settings.metering.stream_usage
+                forwarded = with_usage(decision.body) if hide else decision.body
                 if decision.fanout > 1:
-                    bodies = fanout_bodies(decision.body, decision.fanout)
-                    usage = exchange.stream and include_usage(decision.body)
+                    bodies = fanout_bodies(forwarded, decision.fanout)
+                elif hide:
+                    bodies = [orjson.dumps(forwarded)]
                 else:
                     bodies = [request_content(raw, decision)]
                 # Held for a stream's whole life otherwise (memory per open stream).
-                del raw, body, decision
+                del raw, body, decision, forwarded
             await self._forward(
-                scope, receive, responder, exchange, bodies=bodies, include_usage=usage
+                scope, receive, responder, exchange, bodies=bodies, include_usage=usage, hide=hide
             )
         except GatewayError as exc:
             exchange.error_code = exc.code
+            if isinstance(exc, RateLimited):
+                exchange.rate_limited = exc.limit
             if not responder.started:
                 await responder.error(exc)
         except Exception as exc:
@@ -118,6 +137,8 @@ class ProxyEndpoint:
             exchange.status = responder.status
             exchange.bytes_out = responder.bytes_out
             state.observer.finished(exchange)
+            if ticket is not None and state.limiter is not None:
+                await state.limiter.settle(ticket, exchange.usage, status=exchange.status)
 
     def _upstream_headers(self, headers: Headers, request_id: bytes) -> Headers:
         out = filter_headers(headers, DROP_UPSTREAM)
@@ -136,6 +157,7 @@ class ProxyEndpoint:
         *,
         bodies: list[bytes],
         include_usage: bool,
+        hide: bool,
     ) -> None:
         """Send ``bodies`` (one, or n for a fan-out) and answer, watching for the client
         leaving and the drain expiring; ``bodies`` is emptied once they are sent."""
@@ -170,6 +192,7 @@ class ProxyEndpoint:
                     headers=headers,
                     bodies=bodies,
                     include_usage=include_usage,
+                    hide_usage=hide,
                 )
             else:
                 response = await state.upstream.request(
@@ -179,7 +202,7 @@ class ProxyEndpoint:
                 exchange.upstream_status = response.status
                 exchange.upstream_replica = getattr(response, "replica", exchange.upstream_replica)
                 try:
-                    await self._answer(response, responder, exchange)
+                    await self._answer(response, responder, exchange, hide=hide)
                 finally:
                     cutoff.disarm()
                     await response.aclose()
@@ -214,7 +237,7 @@ class ProxyEndpoint:
         )
 
     async def _answer(
-        self, response: UpstreamResponse, responder: Responder, exchange: Exchange
+        self, response: UpstreamResponse, responder: Responder, exchange: Exchange, *, hide: bool
     ) -> None:
         headers = filter_headers(response.headers, DROP_DOWNSTREAM)
         limits = self.state.settings.limits
@@ -223,10 +246,14 @@ class ProxyEndpoint:
             headers.append((b"cache-control", b"no-cache"))
             headers.append((b"x-accel-buffering", b"no"))
             await responder.start(response.status, headers)
+            meter = StreamMeter(hide=hide)
             try:
-                async for chunk in relay_stream(
+                async for events in relay_stream(
                     response.chunks(), max_bytes=limits.max_stream_bytes, on_error=exchange.failed
                 ):
+                    chunk = meter.feed(events)
+                    if not chunk:
+                        continue
                     if exchange.first_byte is None:
                         exchange.first_byte = time.perf_counter()
                     if trace is not None:
@@ -236,14 +263,33 @@ class ProxyEndpoint:
             except OSError:
                 # The client hung up; the caller closes the engine's response.
                 exchange.client_disconnected = True
+            finally:
+                exchange.usage = meter.usage
             return
         data = await response.read(limits.max_response_bytes)
         exchange.first_byte = time.perf_counter()
+        if response.status < 400:
+            exchange.usage = answer_usage(data)
         if trace is not None and response.status < 400:
             trace.answer(data)
         headers, data = whole_answer(response.status, headers, data)
         await responder.start(response.status, headers)
         await responder.body(data)
+
+
+async def _admit(
+    limiter: Limiter,
+    exchange: Exchange,
+    profile: str | None,
+    body: dict[str, Any],
+    size: int,
+    n: int,
+) -> Ticket | None:
+    """The request's hold on its key's limits, reserving its worst case in tokens."""
+    tokens = reservation(
+        body, body_bytes=size, default_max_tokens=limiter.config.default_max_tokens, n=n
+    )
+    return await limiter.admit(exchange.client, profile, tokens=tokens)
 
 
 async def _end_for_shutdown(responder: Responder) -> None:

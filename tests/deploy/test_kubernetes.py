@@ -196,3 +196,17 @@ def test_service_and_autoscaler_point_at_the_deployment(
 
 def test_grace_period_covers_the_drain(pod: dict[str, Any], config: Settings) -> None:
     assert pod["terminationGracePeriodSeconds"] > config.server.drain_timeout + 5
+
+
+def test_rate_limits_live_in_the_redis_of_the_manifests(config: Settings) -> None:
+    # docs/limits.md: the counters shared by the pods, in redis.yaml's Redis.
+    service = manifest("redis-service.yaml")
+    deployment = manifest("redis.yaml")
+    port = service["spec"]["ports"][0]["port"]
+    assert config.rate_limits.store == "redis"
+    assert config.rate_limits.redis.url == f"redis://{service['metadata']['name']}:{port}/0"
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= labels.items()
+    redis = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert redis["securityContext"]["readOnlyRootFilesystem"] is True
+    assert {"--save", "--appendonly"} <= set(redis["args"])
