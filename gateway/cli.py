@@ -71,6 +71,9 @@ def _add_policy_commands(sub: Any) -> None:
         help="default: completions if the body has 'prompt' and no 'messages'",
     )
     p.add_argument("--profile", help="apply this API-key profile's overlay")
+    p.add_argument(
+        "--key", help="the API key name: its profile's overlay, and its rate limits (config)"
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
 
     sub.add_parser("schema", help="print the JSON Schema of policy files")

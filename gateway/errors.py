@@ -8,8 +8,11 @@
     ├── AuthenticationFailed          401  invalid_request_error / invalid_api_key
     ├── NotFound                      404  invalid_request_error / unknown_url
     ├── MethodNotAllowed              405  invalid_request_error / method_not_allowed
+    ├── RateLimited                   429  requests|tokens / rate_limit_exceeded  (Retry-After)
+    ├── LimiterUnavailable            503  server_error / rate_limiter_unavailable
     ├── ShuttingDown                  503  server_error / shutting_down  (Retry-After)
     ├── StoreUnavailable              503  server_error / store_unavailable
+    ├── Overloaded                    503  server_error / engine_overloaded  (Retry-After)
     └── UpstreamError                 502  upstream_error
         ├── UpstreamUnreachable       502  upstream_unreachable
         ├── UpstreamTimeout           504  upstream_timeout
@@ -125,6 +128,32 @@ class MethodNotAllowed(GatewayError):
     default_code = "method_not_allowed"
 
 
+class RateLimited(GatewayError):
+    """A key is over one of its limits; OpenAI's ``type`` says which kind (requests or
+    tokens), its ``code`` is ``rate_limit_exceeded``."""
+
+    status = 429
+    type = "requests"
+    default_code = "rate_limit_exceeded"
+
+    def __init__(self, message: str, *, kind: str, limit: str, headers: dict[str, str]) -> None:
+        super().__init__(message, headers=headers)
+        self.kind = kind
+        self.limit = limit  # the name of the limit, e.g. requests_per_minute
+
+    def openai_error(self) -> dict[str, Any]:
+        error = super().openai_error()
+        error["error"]["type"] = self.kind
+        return error
+
+
+class LimiterUnavailable(GatewayError):
+    """The shared rate-limit store cannot be reached and the gateway fails closed."""
+
+    status = 503
+    default_code = "rate_limiter_unavailable"
+
+
 class ShuttingDown(GatewayError):
     """The gateway is draining before it stops; another replica can take the request."""
 
@@ -138,6 +167,14 @@ class StoreUnavailable(GatewayError):
 
     status = 503
     default_code = "store_unavailable"
+
+
+class Overloaded(GatewayError):
+    """Every engine replica is at ``upstream.max_in_flight`` and the gateway's queue is
+    full, or the request waited there for ``upstream.queue.timeout``."""
+
+    status = 503
+    default_code = "engine_overloaded"
 
 
 class UpstreamError(GatewayError):

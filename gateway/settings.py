@@ -13,8 +13,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
+from gateway.limits.config import Metering, RateLimits
+from gateway.routing.config import Affinity, Dns, Queue
 from gateway.yamlsource import Problem, SourceError, YamlDocument, load_yaml
 
 ENV_PREFIX = "FT_GATEWAY_"
@@ -84,12 +86,29 @@ class Upstream(_Section):
         description="/v1/responses: translate to chat completions, or forward to the "
         "engine's own /v1/responses (native)",
     )
+    # Engine-aware routing (docs/routing.md).
+    routing: Literal["least_in_flight", "affinity"] = Field(
+        default="least_in_flight",
+        description="least_in_flight, or affinity: a key's requests stay on one replica "
+        "while its load is within affinity.load_factor",
+    )
+    affinity: Affinity = Field(default_factory=Affinity)
+    max_in_flight: int | None = Field(
+        default=None,
+        ge=1,
+        description="requests in flight per replica (per gateway process) at most; past it "
+        "they wait in the queue. None: no limit",
+    )
+    queue: Queue = Field(default_factory=Queue)
+    dns: Dns | None = Field(default=None, description="replicas from a DNS name (instead of urls)")
 
     @model_validator(mode="before")
     @classmethod
     def _several(cls, data: Any) -> Any:
         # FT_GATEWAY_UPSTREAM and --upstream set url; commas there mean several.
         if isinstance(data, dict):
+            if data.get("dns") is not None and "urls" in data:
+                raise ValueError("give 'urls' or 'dns' (replicas from a DNS name), not both")
             url = data.get("url")
             if isinstance(url, str) and "," in url:
                 if "urls" in data:
@@ -243,6 +262,16 @@ class Settings(_Section):
     log: Log = Field(default_factory=Log)
     tracing: Tracing = Field(default_factory=Tracing)
     store: Store = Field(default_factory=Store)
+    rate_limits: RateLimits = Field(default_factory=RateLimits)
+    metering: Metering = Field(default_factory=Metering)
+    # Where these settings came from (the config file and the flags), so that a
+    # reload can read the file again (gateway/limits/reload.py).
+    _source: tuple[str | None, dict[tuple[str, ...], Any]] | None = PrivateAttr(default=None)
+
+    @property
+    def source(self) -> tuple[str | None, dict[tuple[str, ...], Any]] | None:
+        """(config file, flag overrides) these settings were loaded from."""
+        return self._source
 
     def upstream_api_key(self) -> str | None:
         """The engine's API key, read from the environment variable the config names."""
@@ -267,7 +296,7 @@ def _replace_address(data: dict[str, Any], path: tuple[str, ...]) -> None:
     # whichever of url/urls the file used.
     upstream = data.get("upstream")
     if path in (("upstream", "url"), ("upstream", "urls")) and isinstance(upstream, dict):
-        data["upstream"] = {k: v for k, v in upstream.items() if k not in ("url", "urls")}
+        data["upstream"] = {k: v for k, v in upstream.items() if k not in ("url", "urls", "dns")}
 
 
 def env_overrides(environ: Mapping[str, str]) -> dict[tuple[str, ...], str]:
@@ -325,6 +354,8 @@ def load_settings(
             else:
                 problems.append(doc.problem(loc, msg))
         raise SourceError(problems) from exc
+    file = str(Path(config).resolve()) if config is not None else None
+    settings._source = (file, dict(overrides or {}))
     if config is not None:
         here = Path(config).resolve().parent
         if not settings.policy.is_absolute() and ("policy",) not in origin:

@@ -33,6 +33,22 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--step-delay-ms", type=float, default=0.0, help="pause after each step (slow streams)"
     )
+    cost = parser.add_argument_group(
+        "prefill and prefix cache (a model of an engine's KV cache; see refengine/prefixcache.py)"
+    )
+    cost.add_argument(
+        "--prefill-ms-per-token",
+        type=float,
+        default=0.0,
+        help="prefill time per uncached prompt token, one prefill at a time (0: free)",
+    )
+    cost.add_argument(
+        "--prefix-cache-blocks",
+        type=int,
+        default=0,
+        help="prefix cache size in blocks, LRU (0: no cache, no prompt_tokens_details)",
+    )
+    cost.add_argument("--block-size", type=int, default=16, help="tokens per cache block")
     parser.add_argument("--log-level", default="info")
     return parser.parse_args(argv)
 
@@ -42,10 +58,17 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parse_args(argv)
     if args.max_batch < 1:
         raise SystemExit("--max-batch must be >= 1")
+    if args.prefill_ms_per_token < 0 or args.prefix_cache_blocks < 0 or args.block_size < 1:
+        raise SystemExit(
+            "--prefill-ms-per-token and --prefix-cache-blocks must be >= 0, --block-size >= 1"
+        )
     app = create_app(
         model_name=args.model,
         max_batch=args.max_batch,
         unpatched_sampler=args.unpatched_sampler,
         step_delay_ms=args.step_delay_ms,
+        prefill_ms_per_token=args.prefill_ms_per_token,
+        prefix_cache_blocks=args.prefix_cache_blocks,
+        block_size=args.block_size,
     )
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)

@@ -16,6 +16,8 @@ class Reply:
     route: str  # "chat" | "completion"
     model: str
     prompt_tokens: int
+    cache_details: bool = False  # report usage.prompt_tokens_details (a prefix cache is on)
+    cached_tokens: int = 0
     id: str = ""
     created: int = field(default_factory=lambda: int(time.time()))
 
@@ -27,13 +29,17 @@ class Reply:
     def object(self) -> str:
         return "chat.completion" if self.route == "chat" else "text_completion"
 
-    def usage(self, completion_tokens: int) -> dict[str, int]:
-        """OpenAI's usage object."""
-        return {
+    def usage(self, completion_tokens: int) -> dict[str, Any]:
+        """OpenAI's usage object (with ``prompt_tokens_details.cached_tokens`` when the
+        engine has a prefix cache)."""
+        usage: dict[str, Any] = {
             "prompt_tokens": self.prompt_tokens,
             "completion_tokens": completion_tokens,
             "total_tokens": self.prompt_tokens + completion_tokens,
         }
+        if self.cache_details:
+            usage["prompt_tokens_details"] = {"cached_tokens": self.cached_tokens}
+        return usage
 
     def body(self, text: str, finish_reason: str, completion_tokens: int) -> dict[str, Any]:
         """The whole non-streaming response."""

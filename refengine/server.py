@@ -17,6 +17,8 @@ from starlette.routing import Route
 from refengine.batcher import Engine, Finished, Row
 from refengine.errors import EngineError, ModelNotFound, RouteNotFound
 from refengine.model import TrigramModel, default_model
+from refengine.params import SamplingParams
+from refengine.prefixcache import Prefill, PrefixCache
 from refengine.protocol import (
     DEFAULT_CHAT_MAX_TOKENS,
     DEFAULT_COMPLETION_MAX_TOKENS,
@@ -36,8 +38,13 @@ def create_app(
     unpatched_sampler: bool = False,
     step_delay_ms: float = 0.0,
     model: TrigramModel | None = None,
+    prefill_ms_per_token: float = 0.0,
+    prefix_cache_blocks: int = 0,
+    block_size: int = 16,
 ) -> Starlette:
-    """The engine app; ``app.state.engine`` is the batcher (its ``stats`` for tests)."""
+    """The engine app; ``app.state.engine`` is the batcher (its ``stats`` for tests),
+    ``app.state.prefill`` the prefill model (a prefix cache of ``prefix_cache_blocks``
+    blocks of ``block_size`` tokens, none if 0; prefill time per uncached token)."""
     engine = Engine(
         model or default_model(),
         max_batch=max_batch,
@@ -45,6 +52,12 @@ def create_app(
         step_delay_s=step_delay_ms / 1000.0,
     )
     tokenizer = engine.tokenizer
+    cache = (
+        PrefixCache(block_size=block_size, capacity=prefix_cache_blocks)
+        if prefix_cache_blocks
+        else None
+    )
+    prefill = Prefill(seconds_per_token=prefill_ms_per_token / 1000.0, cache=cache)
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -64,11 +77,11 @@ def create_app(
         )
         prompt = tokenizer.encode(prompt_text)
         params = chat.sampling_params(DEFAULT_CHAT_MAX_TOKENS)
-        row = engine.submit(prompt, params, thinking=chat.enable_thinking)
-        reply = Reply("chat", model_name, len(prompt))
+        reply = Reply("chat", model_name, len(prompt), cache_details=cache is not None)
+        start = _Start(engine, prefill, prompt, params, reply, thinking=chat.enable_thinking)
         if chat.stream:
-            return _event_stream(engine, row, reply, include_usage=chat.include_usage)
-        return await _collect(request, engine, row, reply)
+            return _event_stream(start, include_usage=chat.include_usage)
+        return await _collect(request, start)
 
     async def completions(request: Request) -> Response:
         completion = parse_completion(await _json_body(request))
@@ -83,11 +96,11 @@ def create_app(
             if any(not 0 <= t < tokenizer.vocab_size for t in prompt):
                 raise EngineError("prompt token id out of range", param="prompt")
         params = completion.sampling_params(DEFAULT_COMPLETION_MAX_TOKENS)
-        row = engine.submit(prompt, params)
-        reply = Reply("completion", model_name, len(prompt))
+        reply = Reply("completion", model_name, len(prompt), cache_details=cache is not None)
+        start = _Start(engine, prefill, prompt, params, reply, thinking=False)
         if completion.stream:
-            return _event_stream(engine, row, reply, include_usage=completion.include_usage)
-        return await _collect(request, engine, row, reply)
+            return _event_stream(start, include_usage=completion.include_usage)
+        return await _collect(request, start)
 
     async def models(request: Request) -> Response:
         card = {"id": model_name, "object": "model", "created": 0, "owned_by": "refengine"}
@@ -107,6 +120,7 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.engine = engine
+    app.state.prefill = prefill
     app.state.model_name = model_name
     return app
 
@@ -123,14 +137,48 @@ def _check_model(requested: str, served: str) -> None:
         raise ModelNotFound(requested)
 
 
-async def _collect(request: Request, engine: Engine, row: Row, reply: Reply) -> Response:
+class _Start:
+    """A request about to enter the engine: prefill (cache lookup, its time), then the batch."""
+
+    def __init__(
+        self,
+        engine: Engine,
+        prefill: Prefill,
+        prompt: list[int],
+        params: SamplingParams,
+        reply: Reply,
+        *,
+        thinking: bool,
+    ) -> None:
+        self.engine = engine
+        self.prefill = prefill
+        self.prompt = prompt
+        self.params = params
+        self.reply = reply
+        self.thinking = thinking
+        self.row: Row | None = None
+
+    async def submit(self) -> Row:
+        self.reply.cached_tokens = await self.prefill.run(self.prompt)
+        self.row = self.engine.submit(self.prompt, self.params, thinking=self.thinking)
+        return self.row
+
+    def end(self) -> None:
+        """Leave the batch (a no-op once finished) and cache what was computed."""
+        if self.row is not None:
+            self.engine.cancel(self.row)
+            self.prefill.keep(self.prompt + self.row.generated)
+
+
+async def _collect(request: Request, start: _Start) -> Response:
     """The whole reply; if the client hangs up first, the row leaves the batch."""
 
-    async def text() -> tuple[str, str]:
+    async def text() -> tuple[str, str, int]:
+        row = await start.submit()
         parts: list[str] = []
         while not isinstance(event := await row.events.get(), Finished):
             parts.append(event)
-        return "".join(parts), event.reason
+        return "".join(parts), event.reason, len(row.generated)
 
     async def hang_up() -> None:
         while (await request.receive())["type"] != "http.disconnect":
@@ -143,18 +191,21 @@ async def _collect(request: Request, engine: Engine, row: Row, reply: Reply) -> 
     finally:
         collecting.cancel()
         watching.cancel()
-        engine.cancel(row)  # a no-op once the row has finished
+        start.end()
     if not collecting.done() or collecting.cancelled():
         return Response(status_code=499)  # nobody is listening any more
-    content, reason = collecting.result()
-    return JSONResponse(reply.body(content, reason, len(row.generated)))
+    content, reason, generated = collecting.result()
+    return JSONResponse(start.reply.body(content, reason, generated))
 
 
-def _event_stream(engine: Engine, row: Row, reply: Reply, *, include_usage: bool) -> Response:
+def _event_stream(start: _Start, *, include_usage: bool) -> Response:
+    reply = start.reply
+
     async def events() -> AsyncIterator[bytes]:
         # Starlette cancels this generator when the client disconnects: the finally
         # then takes the row out of the batch, so the engine stops generating it.
         try:
+            row = await start.submit()  # prefill: the first chunk comes after it
             if reply.route == "chat":
                 yield reply.chunk(text="", role=True, with_usage_key=include_usage)
             while not isinstance(event := await row.events.get(), Finished):
@@ -164,7 +215,7 @@ def _event_stream(engine: Engine, row: Row, reply: Reply, *, include_usage: bool
                 yield reply.usage_chunk(len(row.generated))
             yield DONE
         finally:
-            engine.cancel(row)
+            start.end()
 
     return StreamingResponse(events(), media_type="text/event-stream")
 

@@ -21,8 +21,11 @@ from starlette.routing import Route
 from gateway.access.keys import load_keyring
 from gateway.app.dispatch import DispatchingApp
 from gateway.app.health import Health
+from gateway.app.limits_reload import LimitsReloader
 from gateway.app.reload import PolicyReloader
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound, render
+from gateway.limits.limiter import make_limiter
+from gateway.limits.report import limit_problems
 from gateway.observe.exchange import UNSERVED, Exchange, Observer, Observers, Tracer
 from gateway.observe.logs import AccessLog
 from gateway.observe.metrics import Metrics
@@ -33,9 +36,13 @@ from gateway.proxy.endpoint import ProxyEndpoint
 from gateway.proxy.headers import request_id_of
 from gateway.responses.routes import responses_endpoint, stored_routes
 from gateway.responses.store import make_store
+from gateway.routing.hint import Hinter
 from gateway.settings import Settings
 from gateway.state import GatewayState
+from gateway.upstream.balancer import Balancer
+from gateway.upstream.discovery import discovering
 from gateway.upstream.factory import make_upstream
+from gateway.yamlsource import Problem, SourceError
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
@@ -100,11 +107,13 @@ def create_app(
     policy: Policy | None = None,
     registry: CollectorRegistry | None = None,
     worker_dir: Path | None = None,
+    worker_index: int = 0,
     span_exporter: SpanExporter | None = None,
 ) -> Starlette:
     """Build the gateway. Tests inject ``transport``; production passes none.
     Metrics go to ``registry`` (a new one per app by default); ``worker_dir``:
     this app is one of several workers, which meet there to add up metrics;
+    ``worker_index``: its number among them (rate limits shared in memory);
     ``span_exporter``: where spans go instead of OTLP (the bench's no-op one)."""
     key = settings.upstream_api_key()
     state = GatewayState(
@@ -112,7 +121,14 @@ def create_app(
         policy=policy if policy is not None else load_policy(settings),
         upstream_auth=f"Bearer {key}".encode() if key else None,
     )
+    upstream = settings.upstream
+    if upstream.routing == "affinity" or upstream.max_in_flight is not None:
+        state.hinter = Hinter(
+            upstream.affinity if upstream.routing == "affinity" else None,
+            low_priority_profiles=frozenset(upstream.queue.low_priority_profiles),
+        )
     profiles_in_use: frozenset[str] = frozenset()
+    names: list[str] | None = None
     if settings.auth.enabled:
         keyring = load_keyring(
             settings.auth.keys_file,
@@ -121,8 +137,21 @@ def create_app(
         )
         state.authenticate = keyring.authenticate
         profiles_in_use = keyring.profiles
+        names = [k.name for k in keyring.keys]
+    problems = limit_problems(
+        settings.rate_limits,
+        key_names=names,
+        profiles=state.policy.source.profiles,
+        where=lambda path, message: Problem("config", 0, path, message),
+    )
+    if problems:
+        raise SourceError(problems)
 
+    state.limiter = make_limiter(
+        settings.rate_limits, worker_dir=worker_dir, worker_index=worker_index
+    )
     metrics = Metrics(registry)
+    metrics.limiter = state.limiter
     metrics.policy_live(state.policy)
     observers: list[Observer] = [metrics]
     if settings.log.requests:
@@ -135,7 +164,8 @@ def create_app(
         metrics.spans_dropped = lambda: tracer.dropped
         observers.append(tracer)
     state.observer = observers[0] if len(observers) == 1 else Observers(*observers)
-    reloader = PolicyReloader(state, metrics=metrics, profiles=profiles_in_use)
+    limits = LimitsReloader(settings, state.limiter, key_names=names)
+    reloader = PolicyReloader(state, metrics=metrics, profiles=profiles_in_use, also=limits.reload)
     exposure = MetricsExposure(settings, metrics, worker_dir=worker_dir)
     health = Health(state, reloader)
     store = make_store(settings.store) if settings.upstream.responses == "translate" else None
@@ -143,14 +173,23 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         state.upstream = make_upstream(settings, transport=transport)
+        if isinstance(state.upstream, Balancer):
+            metrics.tallies.routing = state.upstream.tallies
+            metrics.routing_gauges = state.upstream.gauges
         try:
-            async with reloader.running(watch=settings.watch_policy), exposure.serving():
+            async with (
+                reloader.running(watch=settings.watch_policy),
+                exposure.serving(),
+                discovering(state.upstream, settings.upstream.dns),
+            ):
                 yield
         finally:
             try:
                 await state.upstream.aclose()
                 if store is not None:
                     await store.aclose()
+                if state.limiter is not None:
+                    await state.limiter.aclose()
             finally:
                 if state.tracer is not None:
                     # Flushing blocks (an export to a collector that may be gone): off the loop.

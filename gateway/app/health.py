@@ -47,6 +47,14 @@ class Health:
                 "at": reloader.last.at.isoformat(),
                 "error": reloader.last.error,
             }
+        limiter = state.limiter
+        if limiter is not None:
+            await limiter.probe()
+            body["rate_limits"] = limiter.status()
+            if limiter.down and not limiter.fail_open:
+                body["status"] = "not ready"
+                body["reason"] = "rate limits: the store is down and on_failure is fail_closed"
+                return JSONResponse(body, status_code=503)
         try:
             response = await state.upstream.request("GET", "/v1/models", headers=[], body=b"")
             await response.aclose()

@@ -16,7 +16,7 @@ import hashlib
 import logging
 import os
 import signal
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -64,8 +64,12 @@ class PolicyReloader:
         *,
         metrics: Metrics | None = None,
         profiles: frozenset[str] = frozenset(),
+        also: Callable[[str, frozenset[str]], Awaitable[None]] | None = None,
     ) -> None:
         self.state = state
+        # Reloaded with the policy (the rate limits): told the trigger and the
+        # live policy's profiles after each attempt.
+        self.also = also
         self.metrics = metrics
         # Profiles that API keys select: a new policy must still define them.
         self.profiles = profiles
@@ -100,6 +104,8 @@ class PolicyReloader:
             self.last = result
             if self.metrics is not None:
                 self.metrics.policy_reload(result.result)
+            if self.also is not None:
+                await self.also(trigger, frozenset(self.state.policy.source.profiles))
             async with self._attempted:
                 self.attempts += 1
                 self._attempted.notify_all()

@@ -16,10 +16,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gateway.access.keys import load_keyring
+from gateway.limits.report import limit_problems
 from gateway.policy.engine import Policy
 from gateway.policy.loading import check_policy
 from gateway.settings import Settings, config_path, load_settings
-from gateway.yamlsource import Problem, SourceError, decode_source, parse_yaml, read_source
+from gateway.yamlsource import (
+    Problem,
+    SourceError,
+    YamlDocument,
+    decode_source,
+    load_yaml,
+    parse_yaml,
+    read_source,
+)
 
 
 @dataclass
@@ -123,7 +132,38 @@ def check_files(
         named = results[1]
         if named.profiles is not None:  # else its problems are reported already
             results.append(check_keys(settings, named.profiles, environ=environ))
+    if settings is not None and settings.rate_limits.enabled and results[1].profiles is not None:
+        results[0].problems.extend(
+            check_rate_limits(config, settings, results[1].profiles, environ=environ)
+        )
     return results
+
+
+def check_rate_limits(
+    config: str | Path | None,
+    settings: Settings,
+    profiles: Iterable[str],
+    *,
+    environ: Mapping[str, str],
+) -> list[Problem]:
+    """Rate limits that could never apply (see gateway/limits/report.py)."""
+    doc = load_yaml(config) if config is not None else YamlDocument(file="<defaults>", data={})
+    names: list[str] | None = None
+    auth = settings.auth
+    if auth.enabled:
+        try:
+            keyring = load_keyring(
+                auth.keys_file, auth.keys_env, profiles=profiles, environ=environ
+            )
+        except SourceError:
+            return []  # reported with the keys
+        names = [k.name for k in keyring.keys]
+    return limit_problems(
+        settings.rate_limits,
+        key_names=names,
+        profiles=profiles,
+        where=lambda path, message: doc.problem(path, message),
+    )
 
 
 def format_report(results: Sequence[CheckedFile]) -> tuple[str, int]:

@@ -15,13 +15,17 @@ from typing import Any
 
 import orjson
 
+from gateway.access.keys import load_keyring
 from gateway.commands.check import display_path
 from gateway.errors import GatewayError, render
+from gateway.limits.limiter import reservation
+from gateway.limits.report import describe_limits
 from gateway.policy.engine import Outcome, Policy, apply_policy
+from gateway.policy.file import PolicyFile
 from gateway.policy.loading import load_policy_file
 from gateway.proxy.request import parse_request, request_content
-from gateway.settings import config_path, load_settings
-from gateway.yamlsource import SourceError
+from gateway.settings import Settings, config_path, load_settings
+from gateway.yamlsource import Problem, SourceError
 
 _JSON_HEADERS = [(b"content-type", b"application/json")]
 
@@ -37,6 +41,8 @@ class Explanation:
     changed: bool = False
     error: bytes | None = None  # the exact error body the client would get
     fanout: int = 1  # n served by fan-out: the engine is asked this many times
+    limits: list[str] = field(default_factory=list)  # the key's rate limits (--key)
+    reserved: int | None = None  # the tokens this request reserves against them
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready form (``explain --json``)."""
@@ -50,6 +56,8 @@ class Explanation:
             "changed": self.changed,
             "fanout": self.fanout,
             "error": orjson.loads(self.error) if self.error is not None else None,
+            "rate_limits": self.limits,
+            "reserved_tokens": self.reserved,
         }
 
 
@@ -108,16 +116,32 @@ def format_explanation(result: Explanation, policy: Policy) -> str:
             how += f"; sent {result.fanout} times, the answers merged into one"
         lines.append(f"-> forwarded to the engine ({how}):")
         lines.append((result.forwarded or b"").decode(errors="replace").rstrip())
+    lines.extend(result.limits)
+    if result.limits and result.reserved is not None:
+        lines.append(f"  this request reserves {result.reserved} tokens until it ends")
     return "\n".join(lines) + "\n"
+
+
+def _profile_of(settings: Settings, name: str, source: PolicyFile) -> str | None:
+    """The profile of the API key ``name`` (SourceError if there is no such key)."""
+    auth = settings.auth
+    keyring = load_keyring(auth.keys_file, auth.keys_env, profiles=source.profiles)
+    for key in keyring.keys:
+        if key.name == name:
+            return key.profile
+    raise SourceError([Problem("--key", 0, (), f"no API key is named '{name}'")])
 
 
 def run(args: argparse.Namespace) -> int:
     """Print what the policy does to one request; 0 if it would be forwarded, 1 if rejected."""
+    settings: Settings | None = None
+    profile = args.profile
     try:
-        if args.policy:
-            path = Path(args.policy)
-        else:
-            path = load_settings(config_path(args.config)).policy
+        if args.key or not args.policy:
+            settings = load_settings(config_path(args.config))
+        path = Path(args.policy) if args.policy else settings.policy if settings else Path()
+        if args.key and settings is not None:
+            profile = profile or _profile_of(settings, args.key, load_policy_file(path)[0])
         source, digest = load_policy_file(path)
         policy = Policy(source, digest=digest, path=display_path(args.policy or path))
         stdin = args.request in (None, "-")
@@ -128,7 +152,18 @@ def run(args: argparse.Namespace) -> int:
     except OSError as exc:
         print(f"ft-gateway explain: cannot read {args.request}: {exc.strerror}", file=sys.stderr)
         return 2
-    result = explain_request(policy, raw, route=args.route, profile=args.profile)
+    result = explain_request(policy, raw, route=args.route, profile=profile)
+    if args.key and settings is not None and settings.rate_limits.enabled:
+        config = settings.rate_limits
+        result.limits = describe_limits(config, args.key, profile)
+        if result.error is None and result.forwarded is not None:
+            body = orjson.loads(result.forwarded)
+            result.reserved = reservation(
+                body,
+                body_bytes=len(raw),
+                default_max_tokens=config.default_max_tokens,
+                n=result.fanout,
+            )
     if args.json:
         sys.stdout.write(json.dumps(result.as_dict(), indent=2) + "\n")
     else:

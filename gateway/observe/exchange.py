@@ -13,6 +13,7 @@ from typing import Any, Protocol
 
 from gateway._types import Headers
 from gateway.errors import GatewayError
+from gateway.limits.meter import Usage
 from gateway.policy.engine import Outcome
 
 # The route label of a request to a path the gateway does not serve (one label for
@@ -43,6 +44,8 @@ class Exchange:
     client_disconnected: bool = False
     trace: TraceHooks | None = None  # its spans, when tracing is on
     policed: bool = True  # False: a route the policy has no say in (a 404, a stored response)
+    usage: Usage | None = None  # the tokens the engine reported
+    rate_limited: str | None = None  # the limit that refused the request (429)
 
     def failed(self, exc: GatewayError) -> None:
         """Record an error the client was told about (as a status or, mid-stream, an event)."""

@@ -87,6 +87,7 @@ def request_record(exchange: Exchange, now: float) -> dict[str, Any]:
                 touched[outcome.field[:MAX_NAME]] = outcome.action
     started = exchange.upstream_started
     first = exchange.first_byte
+    usage = exchange.usage
     return {
         "request_id": exchange.request_id,
         "method": exchange.method,
@@ -104,6 +105,10 @@ def request_record(exchange: Exchange, now: float) -> dict[str, Any]:
         "ttfb_ms": _ms(first - started) if started is not None and first is not None else None,
         "bytes_out": exchange.bytes_out,
         "client_disconnected": exchange.client_disconnected,
+        "prompt_tokens": usage.prompt if usage is not None else None,
+        "completion_tokens": usage.completion if usage is not None else None,
+        "total_tokens": usage.total if usage is not None else None,
+        "rate_limited": exchange.rate_limited,
     }
 
 

@@ -15,7 +15,6 @@ counted under ``(other)``.
 
 from __future__ import annotations
 
-import bisect
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -31,14 +30,15 @@ from prometheus_client.metrics_core import (
 )
 
 from gateway.errors import UpstreamError
+from gateway.limits.limiter import Limiter
+from gateway.limits.meter import Usage
 from gateway.observe.exchange import Exchange
+from gateway.observe.histogram import BOUNDS as _BOUNDS
+from gateway.observe.histogram import LATENCY_BUCKETS as LATENCY_BUCKETS
+from gateway.observe.histogram import Histogram as Histogram
+from gateway.observe.routingmetrics import RoutingTallies, routing_families
 from gateway.policy.engine import Policy
 
-# Seconds. LLM answers range from milliseconds (a rejected or cached request)
-# to minutes (a long generation).
-LATENCY_BUCKETS = (
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0,
-)  # fmt: skip
 OTHER = "(other)"
 MAX_MODELS = 64
 MAX_FIELDS = 256
@@ -49,7 +49,6 @@ CLIENT_CLOSED = 499
 RELOAD_RESULTS = ("loaded", "unchanged", "failed")
 K = TypeVar("K")
 _INDEX = re.compile(r"\[\d+\]")
-_BOUNDS = (*(repr(float(b)) for b in LATENCY_BUCKETS), "+Inf")
 
 
 def _upstream_codes() -> frozenset[str]:
@@ -64,24 +63,6 @@ def _upstream_codes() -> frozenset[str]:
 
 
 UPSTREAM_CODES = _upstream_codes()
-
-
-class Histogram:
-    """Counts per bucket (not cumulative) and the sum, for one label set."""
-
-    __slots__ = ("counts", "total")
-
-    def __init__(self) -> None:
-        self.counts = [0] * (len(LATENCY_BUCKETS) + 1)
-        self.total = 0.0
-
-    def observe(self, value: float) -> None:
-        self.counts[bisect.bisect_left(LATENCY_BUCKETS, value)] += 1
-        self.total += value
-
-    def merge(self, other: Histogram) -> None:
-        self.counts = [a + b for a, b in zip(self.counts, other.counts, strict=True)]
-        self.total += other.total
 
 
 @dataclass
@@ -101,6 +82,15 @@ class Tallies:
     # By API key name (the operator names them, so the labels are bounded) and status.
     clients: dict[tuple[str, int], int] = field(default_factory=dict)
     trace_spans_dropped: int = 0
+    routing: RoutingTallies = field(default_factory=RoutingTallies)
+    # Tokens the engine reported, by (route, model, kind) and by (client, kind);
+    # kind: prompt, completion, total.
+    tokens: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    client_tokens: dict[tuple[str, str], int] = field(default_factory=dict)
+    usage_missing: dict[str, int] = field(default_factory=dict)  # answered, no usage: by route
+    rate_limited: dict[tuple[str, str], int] = field(default_factory=dict)  # (client, limit)
+    limit_store_errors: int = 0
+    limit_store_bypassed: int = 0
 
     def merge(self, other: Tallies) -> None:
         """Add ``other``'s numbers to these (another worker's, for one scrape)."""
@@ -110,6 +100,12 @@ class Tallies:
         _add(self.disconnects, other.disconnects)
         _add(self.reloads, other.reloads)
         _add(self.clients, other.clients)
+        _add(self.tokens, other.tokens)
+        _add(self.client_tokens, other.client_tokens)
+        _add(self.usage_missing, other.usage_missing)
+        _add(self.rate_limited, other.rate_limited)
+        self.limit_store_errors += other.limit_store_errors
+        self.limit_store_bypassed += other.limit_store_bypassed
         for hists, others in ((self.latency, other.latency), (self.ttfb, other.ttfb)):
             for route, hist in others.items():
                 hists.setdefault(route, Histogram()).merge(hist)
@@ -117,6 +113,7 @@ class Tallies:
         self.streams_in_flight += other.streams_in_flight
         self.trace_spans_dropped += other.trace_spans_dropped
         self.policy = self.policy or other.policy
+        self.routing.merge(other.routing)
 
 
 def _add(mine: dict[K, int], theirs: dict[K, int]) -> None:
@@ -154,6 +151,9 @@ class Metrics:
         self._live: dict[int, Exchange] = {}
         # Spans the tracer lost so far (when tracing is on): read when scraped.
         self.spans_dropped: Callable[[], int] | None = None
+        # Fills the routing gauges when scraped (set by the balancer, if any).
+        self.routing_gauges: Callable[[RoutingTallies], None] | None = None
+        self.limiter: Limiter | None = None  # read when scraped
         self.registry.register(self)
 
     # The Observer protocol.
@@ -181,6 +181,14 @@ class Metrics:
             t.decisions[dkey] = t.decisions.get(dkey, 0) + 1
         if exchange.client_disconnected:
             t.disconnects[route] = t.disconnects.get(route, 0) + 1
+        if exchange.rate_limited is not None:
+            rkey = (exchange.client or "", exchange.rate_limited)
+            t.rate_limited[rkey] = t.rate_limited.get(rkey, 0) + 1
+        usage = exchange.usage
+        if usage is not None:
+            self._count_tokens(route, model, exchange.client, usage)
+        elif exchange.route is not None and exchange.status == 200:
+            t.usage_missing[route] = t.usage_missing.get(route, 0) + 1
         started = exchange.upstream_started
         if started is None:
             return
@@ -198,6 +206,20 @@ class Metrics:
             kind = "engine_5xx" if (exchange.upstream_status or 0) >= 500 else None
         if kind is not None:
             t.upstream_errors[kind] = t.upstream_errors.get(kind, 0) + 1
+
+    def _count_tokens(self, route: str, model: str, client: str | None, usage: Usage) -> None:
+        tokens = self.tallies.tokens
+        clients = self.tallies.client_tokens
+        for kind, n in (
+            ("prompt", usage.prompt),
+            ("completion", usage.completion),
+            ("total", usage.total),
+        ):
+            key = (route, model, kind)
+            tokens[key] = tokens.get(key, 0) + n
+            if client is not None:
+                ckey = (client, kind)
+                clients[ckey] = clients.get(ckey, 0) + n
 
     def _model_label(self, model: str | None) -> str:
         label = self._models.label(model or "")
@@ -237,6 +259,11 @@ class Metrics:
         live = list(self._live.values())
         if self.spans_dropped is not None:
             self.tallies.trace_spans_dropped = self.spans_dropped()
+        if self.routing_gauges is not None:
+            self.routing_gauges(self.tallies.routing)
+        if self.limiter is not None:
+            self.tallies.limit_store_errors = self.limiter.health.errors
+            self.tallies.limit_store_bypassed = self.limiter.health.bypassed
         self.tallies.in_flight = len(live)
         # A stream is in flight once the policy let it through to the engine.
         self.tallies.streams_in_flight = sum(
@@ -314,6 +341,42 @@ def families(t: Tallies) -> Iterator[Metric]:
         ["client", "status"],
         t.clients,
     )
+    yield _counter(
+        "ft_gateway_tokens",
+        "Tokens the engine reported in its usage, by route, model and kind "
+        "(prompt, completion, total).",
+        ["route", "model", "kind"],
+        t.tokens,
+    )
+    yield _counter(
+        "ft_gateway_client_tokens",
+        "Tokens the engine reported, by API key name and kind (only when API keys are on).",
+        ["client", "kind"],
+        t.client_tokens,
+    )
+    yield _counter(
+        "ft_gateway_usage_missing",
+        "Answered requests whose engine reported no usage (their tokens are not counted).",
+        ["route"],
+        t.usage_missing,
+    )
+    yield _counter(
+        "ft_gateway_rate_limited",
+        "Requests refused with 429, by API key name and the limit that refused them.",
+        ["client", "limit"],
+        t.rate_limited,
+    )
+    yield CounterMetricFamily(
+        "ft_gateway_rate_limit_store_errors",
+        "Failed or timed-out calls to the rate-limit store (Redis).",
+        value=t.limit_store_errors,
+    )
+    yield CounterMetricFamily(
+        "ft_gateway_rate_limit_store_bypassed",
+        "Limit decisions taken without the store while it was down (fail_open: let "
+        "through, fail_closed: refused with 503).",
+        value=t.limit_store_bypassed,
+    )
     yield CounterMetricFamily(
         "ft_gateway_trace_spans_dropped",
         "Trace spans lost: the export queue was full or the collector failed (tracing on).",
@@ -341,6 +404,7 @@ def families(t: Tallies) -> Iterator[Metric]:
         loaded.add_metric([], at)
     yield info
     yield loaded
+    yield from routing_families(t.routing)
 
 
 def _counter(

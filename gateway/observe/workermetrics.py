@@ -29,6 +29,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from gateway.observe.metrics import Histogram, Metrics, Tallies, families
+from gateway.observe.routingmetrics import RoutingTallies
 
 logger = logging.getLogger("gateway.workers")
 PERSIST_SECONDS = 5.0
@@ -52,6 +53,12 @@ def encode_tallies(t: Tallies) -> bytes:
             "policy": t.policy,
             "clients": [[*k, n] for k, n in t.clients.items()],
             "trace_spans_dropped": t.trace_spans_dropped,
+            "routing": t.routing.encode(),
+            "tokens": [[*k, n] for k, n in t.tokens.items()],
+            "client_tokens": [[*k, n] for k, n in t.client_tokens.items()],
+            "usage_missing": t.usage_missing,
+            "rate_limited": [[*k, n] for k, n in t.rate_limited.items()],
+            "limit_store": [t.limit_store_errors, t.limit_store_bypassed],
         }
     )
 
@@ -83,6 +90,13 @@ def decode_tallies(raw: bytes) -> Tallies:
         policy=(str(policy[0]), str(policy[1]), float(policy[2])) if policy else None,
         clients={(c, int(s)): int(n) for c, s, n in d["clients"]},
         trace_spans_dropped=int(d.get("trace_spans_dropped", 0)),
+        routing=RoutingTallies.decode(d["routing"]) if "routing" in d else RoutingTallies(),
+        tokens={(r, m, k): int(n) for r, m, k, n in d.get("tokens", [])},
+        client_tokens={(c, k): int(n) for c, k, n in d.get("client_tokens", [])},
+        usage_missing={k: int(n) for k, n in d.get("usage_missing", {}).items()},
+        rate_limited={(c, lim): int(n) for c, lim, n in d.get("rate_limited", [])},
+        limit_store_errors=int(d.get("limit_store", [0, 0])[0]),
+        limit_store_bypassed=int(d.get("limit_store", [0, 0])[1]),
     )
 
 
@@ -100,6 +114,7 @@ def _counters_only(t: Tallies) -> Tallies:
     t.in_flight = 0
     t.streams_in_flight = 0
     t.policy = None
+    t.routing = t.routing.counters_only()
     return t
 
 

@@ -11,19 +11,25 @@ import asyncio
 import contextlib
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from gateway._types import Headers, Receive, Scope, Send
 from gateway.cutoff import Cutoff
-from gateway.errors import GatewayError, RequestTimeout, ShuttingDown
+from gateway.errors import GatewayError, RateLimited, RequestTimeout, ShuttingDown
+from gateway.limits.limiter import Limiter, Ticket, reservation
+from gateway.limits.meter import StreamMeter, answer_usage
 from gateway.observe.exchange import Exchange
 from gateway.policy.engine import apply_policy
 from gateway.proxy.answers import check_head, whole_answer
-from gateway.proxy.fanout import FanOut, fanout_bodies, include_usage
+from gateway.proxy.fanout import FanOut, fanout_bodies, include_usage, with_usage
 from gateway.proxy.headers import DROP_DOWNSTREAM, DROP_UPSTREAM, filter_headers, request_id_of
 from gateway.proxy.relay import error_end, relay_stream
 from gateway.proxy.request import parse_request, read_body, request_content
 from gateway.proxy.responder import Responder
+from gateway.routing.hint import HINT
 from gateway.state import GatewayState
 from gateway.upstream.base import UpstreamResponse
 
@@ -41,6 +47,18 @@ async def _watch_disconnect(
                 exchange.client_disconnected = True
                 cutoff.cut("client left")
             return
+
+
+@dataclass(slots=True)
+class Prepared:
+    """A request ready for the engine: its bodies, and what the rate limiter reserves by."""
+
+    bodies: list[bytes]
+    admitted: dict[str, Any]  # the body as the engine gets it (max_tokens, n)
+    size: int  # its size in bytes (the prompt's estimate)
+    fanout: int = 1
+    include_usage: bool = False  # a fan-out stream must count usage
+    hide: bool = False  # usage asked of the engine for metering, not shown to the client
 
 
 class ProxyEndpoint:
@@ -67,6 +85,7 @@ class ProxyEndpoint:
         if tracer is not None:
             tracer.begin(exchange, headers)
         state.observer.started(exchange)
+        ticket: Ticket | None = None
         try:
             if state.drain.draining:
                 raise ShuttingDown(
@@ -77,7 +96,7 @@ class ProxyEndpoint:
             if state.authenticate is not None:
                 exchange.client, profile = state.authenticate(headers)
             bodies = [b""]
-            usage = False
+            usage = hide = False
             if self.route is not None:
                 raw = await self._read_body(receive, headers)
                 if raw is None:
@@ -88,16 +107,35 @@ class ProxyEndpoint:
                     tracer.request(exchange, body)
                 model = body.get("model")
                 exchange.model = model if isinstance(model, str) else None
-                bodies, usage = await self._prepare(
+                if state.hinter is not None:
+                    # From the body as sent: the policy may strip prompt_cache_key.
+                    HINT.set(
+                        state.hinter.hint(body, headers, client=exchange.client, profile=profile)
+                    )
+                prepared = await self._prepare(
                     raw, body, headers=headers, profile=profile, exchange=exchange
                 )
+                if state.limiter is not None:
+                    ticket = await _admit(
+                        state.limiter,
+                        exchange,
+                        profile,
+                        prepared.admitted,
+                        prepared.size,
+                        prepared.fanout,
+                    )
+                    if ticket is not None:
+                        responder.extra = ticket.headers
+                bodies, usage, hide = prepared.bodies, prepared.include_usage, prepared.hide
                 # Held for a stream's whole life otherwise (memory per open stream).
-                del raw, body
+                del raw, body, prepared
             await self._forward(
-                scope, receive, responder, exchange, bodies=bodies, include_usage=usage
+                scope, receive, responder, exchange, bodies=bodies, include_usage=usage, hide=hide
             )
         except GatewayError as exc:
             exchange.error_code = exc.code
+            if isinstance(exc, RateLimited):
+                exchange.rate_limited = exc.limit
             if not responder.started:
                 await responder.error(exc)
         except Exception as exc:
@@ -109,6 +147,8 @@ class ProxyEndpoint:
             exchange.status = responder.status
             exchange.bytes_out = responder.bytes_out
             state.observer.finished(exchange)
+            if ticket is not None and state.limiter is not None:
+                await state.limiter.settle(ticket, exchange.usage, status=exchange.status)
 
     async def _prepare(
         self,
@@ -118,18 +158,25 @@ class ProxyEndpoint:
         headers: Headers,
         profile: str | None,
         exchange: Exchange,
-    ) -> tuple[list[bytes], bool]:
-        """The policy's verdict on ``body``: the bodies to send the engine (one, or n
-        for a fan-out) and whether a fan-out stream must count usage."""
+    ) -> Prepared:
+        """The policy's verdict on ``body``, and what goes to the engine (one body, or n
+        for a fan-out); a route with its own request shape overrides this."""
         decision = apply_policy(self.state.policy, self.route or "", body, profile=profile)
         exchange.outcomes = decision.outcomes
         if decision.error is not None:
             raise decision.error
         exchange.stream = decision.body.get("stream") is True
+        usage = exchange.stream and include_usage(decision.body)
+        # Metering asks a stream for its usage; the client never sees it unasked.
+        hide = exchange.stream and not usage and self.state.settings.metering.stream_usage
+        forwarded = with_usage(decision.body) if hide else decision.body
         if decision.fanout > 1:
-            bodies = fanout_bodies(decision.body, decision.fanout)
-            return bodies, exchange.stream and include_usage(decision.body)
-        return [request_content(raw, decision)], False
+            bodies = fanout_bodies(forwarded, decision.fanout)
+        elif hide:
+            bodies = [orjson.dumps(forwarded)]
+        else:
+            bodies = [request_content(raw, decision)]
+        return Prepared(bodies, decision.body, len(raw), decision.fanout, usage, hide)
 
     def _upstream_headers(self, headers: Headers, request_id: bytes) -> Headers:
         out = filter_headers(headers, DROP_UPSTREAM)
@@ -148,6 +195,7 @@ class ProxyEndpoint:
         *,
         bodies: list[bytes],
         include_usage: bool,
+        hide: bool,
     ) -> None:
         """Send ``bodies`` (one, or n for a fan-out) and answer, watching for the client
         leaving and the drain expiring; ``bodies`` is emptied once they are sent."""
@@ -182,6 +230,7 @@ class ProxyEndpoint:
                     headers=headers,
                     bodies=bodies,
                     include_usage=include_usage,
+                    hide_usage=hide,
                 )
             else:
                 response = await state.upstream.request(
@@ -191,7 +240,7 @@ class ProxyEndpoint:
                 exchange.upstream_status = response.status
                 exchange.upstream_replica = getattr(response, "replica", exchange.upstream_replica)
                 try:
-                    await self._answer(response, responder, exchange)
+                    await self._answer(response, responder, exchange, hide=hide)
                 finally:
                     cutoff.disarm()
                     await response.aclose()
@@ -230,7 +279,7 @@ class ProxyEndpoint:
         )
 
     async def _answer(
-        self, response: UpstreamResponse, responder: Responder, exchange: Exchange
+        self, response: UpstreamResponse, responder: Responder, exchange: Exchange, *, hide: bool
     ) -> None:
         headers = filter_headers(response.headers, DROP_DOWNSTREAM)
         limits = self.state.settings.limits
@@ -239,10 +288,14 @@ class ProxyEndpoint:
             headers.append((b"cache-control", b"no-cache"))
             headers.append((b"x-accel-buffering", b"no"))
             await responder.start(response.status, headers)
+            meter = StreamMeter(hide=hide)
             try:
-                async for chunk in relay_stream(
+                async for events in relay_stream(
                     response.chunks(), max_bytes=limits.max_stream_bytes, on_error=exchange.failed
                 ):
+                    chunk = meter.feed(events)
+                    if not chunk:
+                        continue
                     if exchange.first_byte is None:
                         exchange.first_byte = time.perf_counter()
                     if trace is not None:
@@ -252,14 +305,33 @@ class ProxyEndpoint:
             except OSError:
                 # The client hung up; the caller closes the engine's response.
                 exchange.client_disconnected = True
+            finally:
+                exchange.usage = meter.usage
             return
         data = await response.read(limits.max_response_bytes)
         exchange.first_byte = time.perf_counter()
+        if response.status < 400:
+            exchange.usage = answer_usage(data)
         if trace is not None and response.status < 400:
             trace.answer(data)
         headers, data = whole_answer(response.status, headers, data)
         await responder.start(response.status, headers)
         await responder.body(data)
+
+
+async def _admit(
+    limiter: Limiter,
+    exchange: Exchange,
+    profile: str | None,
+    body: dict[str, Any],
+    size: int,
+    n: int,
+) -> Ticket | None:
+    """The request's hold on its key's limits, reserving its worst case in tokens."""
+    tokens = reservation(
+        body, body_bytes=size, default_max_tokens=limiter.config.default_max_tokens, n=n
+    )
+    return await limiter.admit(exchange.client, profile, tokens=tokens)
 
 
 async def _end_for_shutdown(responder: Responder) -> None:

@@ -30,6 +30,7 @@ import orjson
 from gateway._types import Headers
 from gateway.cutoff import Cutoff
 from gateway.errors import GatewayError, UpstreamError
+from gateway.limits.meter import answer_usage, total_usage, usage_of
 from gateway.observe.exchange import Exchange
 from gateway.proxy.answers import check_head, whole_answer
 from gateway.proxy.events import EventSplitter
@@ -75,6 +76,14 @@ def fanout_bodies(body: dict[str, Any], n: int) -> list[bytes]:
     return [first] + [orjson.dumps({**body, "seed": derive_seed(seed, i)}) for i in range(1, n)]
 
 
+def with_usage(body: dict[str, Any]) -> dict[str, Any]:
+    """``body`` asking the engine for the usage chunk of a stream (for metering)."""
+    options = body.get("stream_options")
+    options = dict(options) if isinstance(options, dict) else {}
+    options["include_usage"] = True
+    return {**body, "stream_options": options}
+
+
 def include_usage(body: dict[str, Any]) -> bool:
     """Whether a streaming ``body`` asks for the usage chunk at the end."""
     options = body.get("stream_options")
@@ -118,6 +127,7 @@ class FanOut:
         headers: Headers,
         bodies: list[bytes],
         include_usage: bool,
+        hide_usage: bool = False,
     ) -> None:
         """Send the n requests (``bodies`` is emptied once they are out) and answer the
         client; every engine response is closed when this returns or is cancelled (the
@@ -127,7 +137,7 @@ class FanOut:
             if heads is None:
                 return
             if heads[0].data is None:
-                await self._relay(heads, include_usage=include_usage)
+                await self._relay(heads, include_usage=include_usage, hide_usage=hide_usage)
             else:
                 await self._merge(heads)
         finally:
@@ -190,10 +200,12 @@ class FanOut:
         await self.responder.body(data)
 
     async def _merge(self, heads: list[_Head]) -> None:
-        data = merge_answers([head.data or b"" for head in heads])
+        answers = [head.data or b"" for head in heads]
+        self.exchange.usage = total_usage([answer_usage(a) for a in answers])
+        data = merge_answers(answers)
         await self._answer_whole(heads[0].response.status, heads[0].headers, data)
 
-    async def _relay(self, heads: list[_Head], *, include_usage: bool) -> None:
+    async def _relay(self, heads: list[_Head], *, include_usage: bool, hide_usage: bool) -> None:
         n = len(heads)
         queue: asyncio.Queue[tuple[int, bytes | None, Exception | None]] = asyncio.Queue(n)
         loop = asyncio.get_running_loop()
@@ -204,7 +216,9 @@ class FanOut:
         for i, head in enumerate(heads):
             self._readers.append(loop.create_task(_read(i, head.response, queue)))
         try:
-            failure = await self._merge_streams(queue, n, include_usage=include_usage)
+            failure = await self._merge_streams(
+                queue, n, include_usage=include_usage, hide_usage=hide_usage
+            )
             if failure is not None:
                 self.exchange.failed(failure)
                 await self.responder.body(error_end(failure), more=True)
@@ -219,10 +233,23 @@ class FanOut:
         n: int,
         *,
         include_usage: bool,
+        hide_usage: bool,
     ) -> GatewayError | None:
         """Relay the n streams' events as they come; the failure that ends them, if any."""
         splitters = [EventSplitter() for _ in range(n)]
-        merge = StreamMerge(n, include_usage=include_usage)
+        merge = StreamMerge(n, include_usage=include_usage, hide_usage=hide_usage)
+        try:
+            return await self._merged(queue, splitters, merge)
+        finally:
+            self.exchange.usage = total_usage([usage_of(u) for u in merge.usages])
+
+    async def _merged(
+        self,
+        queue: asyncio.Queue[tuple[int, bytes | None, Exception | None]],
+        splitters: list[EventSplitter],
+        merge: StreamMerge,
+    ) -> GatewayError | None:
+        n = len(splitters)
         limit = self.limits.max_stream_bytes
         size = ended = finished = 0
         while ended < n:

@@ -114,9 +114,11 @@ class StreamMerge:
     (stream 0's usage chunk with the merged usage), then one ``data: [DONE]``.
     """
 
-    def __init__(self, n: int, *, include_usage: bool) -> None:
+    def __init__(self, n: int, *, include_usage: bool, hide_usage: bool = False) -> None:
         self.n = n
         self.include_usage = include_usage
+        # The gateway asked for usage, the client did not: no "usage": null on chunks.
+        self.hide_usage = hide_usage
         self.id: Any = None
         self.created: Any = None
         self._usages: list[Any] = [None] * n
@@ -154,6 +156,8 @@ class StreamMerge:
             for choice in choices:
                 if type(choice) is dict:
                     choice["index"] = self._index(index, choice.get("index"))
+        if self.hide_usage and "usage" in chunk:
+            del chunk["usage"]
         if self.id is None:
             self.id = chunk.get("id")
             self.created = chunk.get("created")
@@ -174,6 +178,11 @@ class StreamMerge:
         if found is None:
             found = self._extra[key] = self.n + len(self._extra)
         return found
+
+    @property
+    def usages(self) -> list[Any]:
+        """Each stream's usage object so far (None where it sent none)."""
+        return self._usages
 
     def end(self) -> bytes:
         """The tail once every stream is done: the usage chunk if asked, then [DONE]."""

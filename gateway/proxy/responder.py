@@ -16,11 +16,14 @@ class Responder:
         self.complete = False
         self.status = 0
         self.bytes_out = 0
+        self.extra: Headers = []  # sent with any answer (the rate-limit headers)
 
     async def start(self, status: int, headers: Headers) -> None:
         self.started = True
         self.status = status
         headers.append((b"x-request-id", self.request_id))
+        if self.extra:
+            headers.extend(self.extra)
         await self._send({"type": "http.response.start", "status": status, "headers": headers})
 
     async def body(self, data: bytes, *, more: bool = False) -> None:

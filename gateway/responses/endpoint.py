@@ -27,10 +27,11 @@ from gateway.errors import (
     UpstreamError,
     UpstreamProtocolError,
 )
+from gateway.limits.meter import usage_of as metered
 from gateway.observe.exchange import Exchange
 from gateway.policy.engine import apply_policy
 from gateway.proxy.answers import check_head, whole_answer
-from gateway.proxy.endpoint import ProxyEndpoint
+from gateway.proxy.endpoint import Prepared, ProxyEndpoint
 from gateway.proxy.headers import DROP_DOWNSTREAM, filter_headers
 from gateway.proxy.relay import stream_cut_short, stream_too_large
 from gateway.proxy.responder import Responder
@@ -110,7 +111,7 @@ class ResponsesEndpoint(ProxyEndpoint):
         headers: Headers,
         profile: str | None,
         exchange: Exchange,
-    ) -> tuple[list[bytes], bool]:
+    ) -> Prepared:
         decision = apply_policy(self.state.policy, ROUTE, body, profile=profile)
         exchange.outcomes = decision.outcomes
         if decision.error is not None:
@@ -142,15 +143,19 @@ class ResponsesEndpoint(ProxyEndpoint):
                 history=history,
             )
         )
-        return [orjson.dumps(chat)], False
+        sent = orjson.dumps(chat)
+        # The limiter reserves by what the engine reads: the whole conversation.
+        return Prepared([sent], chat, len(sent))
 
     async def _keep(self, plan: Plan, response: dict[str, Any]) -> None:
         if plan.store and self.store is not None:
             await self.store.put(StoredResponse(plan.owner, response, plan.items, plan.history))
 
     async def _answer(
-        self, response: UpstreamResponse, responder: Responder, exchange: Exchange
+        self, response: UpstreamResponse, responder: Responder, exchange: Exchange, *, hide: bool
     ) -> None:
+        # hide: never set here; a translated stream always asks for usage (include_usage)
+        # and the client sees it as the Responses usage.
         plan = _PLAN.get()
         headers = filter_headers(response.headers, DROP_DOWNSTREAM)
         limits = self.state.settings.limits
@@ -172,6 +177,7 @@ class ResponsesEndpoint(ProxyEndpoint):
             raise UpstreamProtocolError("The engine's answer is not valid JSON.") from None
         if not isinstance(chat, dict):
             raise UpstreamProtocolError("The engine's answer is not a JSON object.")
+        exchange.usage = metered(chat.get("usage"))
         output, status, incomplete = output_of(chat, new_id)
         answer = response_object(
             plan.response_id,
@@ -217,8 +223,6 @@ class ResponsesEndpoint(ProxyEndpoint):
             stored=plan.store,
         )
         plan.translator = translator
-        limit = self.state.settings.limits.max_stream_bytes
-        trace = exchange.trace
         await responder.start(
             200,
             [
@@ -227,6 +231,21 @@ class ResponsesEndpoint(ProxyEndpoint):
                 (b"x-accel-buffering", b"no"),
             ],
         )
+        try:
+            await self._relay(plan, translator, response, responder, exchange)
+        finally:
+            exchange.usage = metered(translator.chat_usage)
+
+    async def _relay(
+        self,
+        plan: Plan,
+        translator: StreamTranslator,
+        response: UpstreamResponse,
+        responder: Responder,
+        exchange: Exchange,
+    ) -> None:
+        limit = self.state.settings.limits.max_stream_bytes
+        trace = exchange.trace
         try:
             await responder.body(translator.start(), more=True)
             reader = ChunkReader()

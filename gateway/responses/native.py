@@ -16,6 +16,7 @@ from typing import Any
 import orjson
 
 from gateway.errors import GatewayError, UpstreamError
+from gateway.limits.meter import Usage
 from gateway.observe.exchange import Exchange
 from gateway.proxy.answers import check_head, whole_answer
 from gateway.proxy.endpoint import ProxyEndpoint
@@ -47,6 +48,38 @@ def failure_events(exc: GatewayError, sequence: int) -> bytes:
     return b"event: error\ndata: " + orjson.dumps(first) + b"\n\n"
 
 
+def responses_usage(data: bytes) -> Usage | None:
+    """The metered usage of a whole ``response`` object (input/output/total tokens)."""
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        return None
+    return _usage(value.get("usage") if isinstance(value, dict) else None)
+
+
+def _usage(usage: Any) -> Usage | None:
+    if not isinstance(usage, dict):
+        return None
+    prompt, completion = usage.get("input_tokens"), usage.get("output_tokens")
+    if type(prompt) is not int or type(completion) is not int:
+        return None
+    total = usage.get("total_tokens")
+    return Usage(prompt, completion, total if type(total) is int else prompt + completion)
+
+
+def _final_usage(events: bytes) -> Usage | None:
+    """The usage in the final event (its ``response``) of a native stream."""
+    for line in reversed(events.split(b"\n")):
+        if line.startswith(b"data:"):
+            try:
+                value = orjson.loads(line[5:])
+            except orjson.JSONDecodeError:
+                return None
+            response = value.get("response") if isinstance(value, dict) else None
+            return _usage(response.get("usage")) if isinstance(response, dict) else None
+    return None
+
+
 class NativeResponses(ProxyEndpoint):
     """Forwards POST /v1/responses to the engine's own Responses route."""
 
@@ -54,13 +87,15 @@ class NativeResponses(ProxyEndpoint):
         super().__init__(state, route=ROUTE)
 
     async def _answer(
-        self, response: UpstreamResponse, responder: Responder, exchange: Exchange
+        self, response: UpstreamResponse, responder: Responder, exchange: Exchange, *, hide: bool
     ) -> None:
         headers = filter_headers(response.headers, DROP_DOWNSTREAM)
         limits = self.state.settings.limits
         if not check_head(response.status, headers, stream=exchange.stream):
             data = await response.read(limits.max_response_bytes)
             exchange.first_byte = time.perf_counter()
+            if response.status < 400:
+                exchange.usage = responses_usage(data)
             headers, data = whole_answer(response.status, headers, data)
             await responder.start(response.status, headers)
             await responder.body(data)
@@ -89,6 +124,8 @@ class NativeResponses(ProxyEndpoint):
                         events_sent += events.count(b"\n\n")
                         await responder.body(events, more=True)
                         ended = _ended(events)
+                        if ended:
+                            exchange.usage = _final_usage(events)
                     if error is not None:
                         failure = error
                         break

@@ -90,6 +90,7 @@ class StreamTranslator:
         self.open: _Item | None = None
         self.finish_reason: str | None = None
         self.usage: dict[str, Any] | None = None
+        self.chat_usage: Any = None  # the engine's own usage object, for metering
         self.final: dict[str, Any] | None = None
 
     def _event(self, kind: str, data: dict[str, Any]) -> bytes:
@@ -162,6 +163,7 @@ class StreamTranslator:
         out = b""
         usage = chunk.get("usage")
         if usage:
+            self.chat_usage = usage
             self.usage = usage_of(usage)
         choices = chunk.get("choices")
         if not choices or not isinstance(choices[0], dict):

@@ -121,8 +121,10 @@ def _run_worker(
     ready: Connection,
     shared: socket.socket | None,
     worker_dir: Path,
+    index: int = 0,
 ) -> None:
-    """A worker's main function (in a fresh interpreter)."""
+    """A worker's main function (in a fresh interpreter); ``index``: its number,
+    which a worker started in its place gets too (rate-limit counts per worker)."""
     # Until the app's lifespan takes SIGHUP over for reloads, one must not kill us.
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     _stop_with_parent()
@@ -133,7 +135,7 @@ def _run_worker(
         ready.send(os.getpid())
         ready.close()
 
-    app = create_app(settings, worker_dir=worker_dir)
+    app = create_app(settings, worker_dir=worker_dir, worker_index=index)
     run_server(app, settings, log_level=log_level, sockets=[sock], on_started=started)
 
 
@@ -141,6 +143,7 @@ def _run_worker(
 class _Worker:
     process: BaseProcess
     ready_pipe: Connection
+    index: int = 0
     ready: bool = False
     hup_pending: bool = False
     exited: bool = False
@@ -161,16 +164,16 @@ class _Supervisor:
     announced: bool = False
     exit_code: int = 0
 
-    def start_worker(self) -> _Worker:
+    def start_worker(self, index: int) -> _Worker:
         reader, writer = self.context.Pipe(duplex=False)
         process = self.context.Process(
             target=_run_worker,
-            args=(self.settings, self.log_level, writer, self.shared, self.worker_dir),
+            args=(self.settings, self.log_level, writer, self.shared, self.worker_dir, index),
             name="ft-gateway-worker",
         )
         process.start()
         writer.close()
-        worker = _Worker(process, reader)
+        worker = _Worker(process, reader, index)
         self.workers.append(worker)
         return worker
 
@@ -255,11 +258,11 @@ class _Supervisor:
             worker.process.pid,
             worker.process.exitcode,
         )
-        self.start_worker()
+        self.start_worker(worker.index)
 
     def run(self, wakeup: int) -> int:
-        for _ in range(self.count):
-            self.start_worker()
+        for index in range(self.count):
+            self.start_worker(index)
         while self.workers:
             self.handle_signals()
             waiting: dict[Any, tuple[str, _Worker]] = {}

@@ -36,8 +36,10 @@ def make_upstream(
 ) -> UpstreamClient:
     """The UpstreamClient that ``settings.upstream.client`` names (an injected
     ``transport`` always means the httpx client: tests mock through it); with
-    several replicas, a Balancer over one such client per replica."""
-    if len(settings.upstream.replicas) > 1:
+    several replicas, replicas from DNS or a per-replica limit, a Balancer over one
+    such client per replica."""
+    upstream = settings.upstream
+    if len(upstream.replicas) > 1 or upstream.dns is not None or upstream.max_in_flight:
         return Balancer.from_settings(settings, lambda one: make_upstream(one, transport=transport))
     if transport is not None:
         return client_class("httpx")(settings, transport=transport)

@@ -147,8 +147,17 @@ def test_config_comes_from_the_configmap_and_is_valid(
     )
     args = container["args"]
     assert args[args.index("--config") + 1] == f"{mounts[config_volume]}/config.yaml"
-    assert len(config.upstream.replicas) >= 2
     assert config.listen.metrics_port == port_number(container, "metrics")
+
+
+def test_the_engines_come_from_the_headless_services_dns_name(config: Settings) -> None:
+    service = manifest("engine-service.yaml")
+    assert service["spec"]["clusterIP"] == "None"  # one DNS record per engine pod
+    dns = config.upstream.dns
+    assert dns is not None
+    assert dns.name.split(".")[0] == service["metadata"]["name"]
+    assert dns.port in {p["port"] for p in service["spec"]["ports"]}
+    assert dns.nameserver is None  # the cluster's resolver, from resolv.conf
 
 
 def test_key_hashes_come_from_the_secret(
@@ -187,3 +196,17 @@ def test_service_and_autoscaler_point_at_the_deployment(
 
 def test_grace_period_covers_the_drain(pod: dict[str, Any], config: Settings) -> None:
     assert pod["terminationGracePeriodSeconds"] > config.server.drain_timeout + 5
+
+
+def test_rate_limits_live_in_the_redis_of_the_manifests(config: Settings) -> None:
+    # docs/limits.md: the counters shared by the pods, in redis.yaml's Redis.
+    service = manifest("redis-service.yaml")
+    deployment = manifest("redis.yaml")
+    port = service["spec"]["ports"][0]["port"]
+    assert config.rate_limits.store == "redis"
+    assert config.rate_limits.redis.url == f"redis://{service['metadata']['name']}:{port}/0"
+    labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert service["spec"]["selector"].items() <= labels.items()
+    redis = deployment["spec"]["template"]["spec"]["containers"][0]
+    assert redis["securityContext"]["readOnlyRootFilesystem"] is True
+    assert {"--save", "--appendonly"} <= set(redis["args"])

@@ -89,6 +89,10 @@ async def test_one_json_line_per_request(
         "ttfb_ms": None,
         "bytes_out": rejected["bytes_out"],
         "client_disconnected": False,
+        "prompt_tokens": None,
+        "completion_tokens": None,
+        "total_tokens": None,
+        "rate_limited": None,
     }
     assert rejected["bytes_out"] > 100
     assert changed["policy"] == "changed"

@@ -38,6 +38,12 @@ def tallies(requests: int, *, in_flight: int = 0) -> Tallies:
         streams_in_flight=in_flight,
         policy=("p.yaml", "abc", 1.5),
         clients={("alice", 200): requests},
+        tokens={(CHAT, "m", "prompt"): 5 * requests},
+        client_tokens={("alice", "total"): 7 * requests},
+        usage_missing={CHAT: 1},
+        rate_limited={("alice", "tokens_per_minute"): 2},
+        limit_store_errors=3,
+        limit_store_bypassed=4,
     )
 
 
@@ -64,6 +70,12 @@ def test_tallies_survive_the_round_trip() -> None:
     assert copy.latency[CHAT].counts == original.latency[CHAT].counts
     assert copy.latency[CHAT].total == original.latency[CHAT].total
     assert (copy.in_flight, copy.streams_in_flight, copy.policy) == (2, 2, ("p.yaml", "abc", 1.5))
+    assert (copy.tokens, copy.client_tokens) == (original.tokens, original.client_tokens)
+    assert (copy.usage_missing, copy.rate_limited) == (
+        original.usage_missing,
+        original.rate_limited,
+    )
+    assert (copy.limit_store_errors, copy.limit_store_bypassed) == (3, 4)
     assert copy.reloads == original.reloads
     assert copy.clients == original.clients
 

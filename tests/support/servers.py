@@ -32,10 +32,10 @@ def serve_environ() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith("FT_GATEWAY_")}
 
 
-def _config(app: Any, port: int, **kwargs: Any) -> uvicorn.Config:
+def _config(app: Any, port: int, host: str = "127.0.0.1", **kwargs: Any) -> uvicorn.Config:
     kwargs.setdefault("log_level", "warning")
     kwargs.setdefault("lifespan", "on")
-    return uvicorn.Config(app, host="127.0.0.1", port=port, **kwargs)
+    return uvicorn.Config(app, host=host, port=port, **kwargs)
 
 
 class _Server(uvicorn.Server):
@@ -47,10 +47,13 @@ class _Server(uvicorn.Server):
 
 
 @contextlib.asynccontextmanager
-async def running_server(app: Any, *, port: int | None = None, **kwargs: Any) -> AsyncIterator[str]:
-    """Serve ``app`` in this event loop (on ``port``, else a free one); yields its base URL."""
+async def running_server(
+    app: Any, *, port: int | None = None, host: str = "127.0.0.1", **kwargs: Any
+) -> AsyncIterator[str]:
+    """Serve ``app`` in this event loop (on ``host``, any loopback address, and ``port``,
+    else a free one); yields its base URL."""
     port = port or free_port()
-    server = _Server(_config(app, port, **kwargs))
+    server = _Server(_config(app, port, host, **kwargs))
     task = asyncio.create_task(server.serve())
     while not server.started:
         if task.done():
@@ -58,7 +61,7 @@ async def running_server(app: Any, *, port: int | None = None, **kwargs: Any) ->
             raise RuntimeError("uvicorn exited before it started")
         await asyncio.sleep(0.005)
     try:
-        yield f"http://127.0.0.1:{port}"
+        yield f"http://{host}:{port}"
     finally:
         server.should_exit = True
         await task

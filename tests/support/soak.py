@@ -14,6 +14,11 @@ until the descriptors and connections are back to the baseline, or 45 s pass
 (aiohttp closes idle connections within twice its 15 s keep-alive).
 Passes when no request failed, descriptors and connections are back to the
 baseline, and RSS is within 10% of the post-warm-up figure.
+
+With ``--redis-limits`` every request also goes through a rate limit kept in a
+real ``redis-server`` of the soak's own (set high enough never to refuse, and
+failing closed, so a limiter failure is a failed request); the gateway's
+connections to that Redis must be back to the baseline too.
 """
 
 from __future__ import annotations
@@ -34,6 +39,7 @@ from pathlib import Path
 import aiohttp
 
 from tests.support.paths import POLICY, ROOT
+from tests.support.redisserver import RedisServer
 from tests.support.servers import free_port, serve_environ
 
 BODY = json.dumps(
@@ -50,16 +56,27 @@ class Snapshot:
     fds: int
     rss_kib: int
     upstream_connections: int
+    redis_connections: int = 0
 
     def __str__(self) -> str:
         return (
             f"fds {self.fds}, RSS {self.rss_kib / 1024:.1f} MiB, "
-            f"upstream connections {self.upstream_connections}"
+            f"upstream connections {self.upstream_connections}, "
+            f"Redis connections {self.redis_connections}"
+        )
+
+    def within(self, target: Snapshot) -> bool:
+        """Descriptors and connections no more than ``target``'s."""
+        return (
+            self.fds <= target.fds
+            and self.upstream_connections <= target.upstream_connections
+            and self.redis_connections <= target.redis_connections
         )
 
 
-def snapshot(pid: int, engine_port: int) -> Snapshot:
-    """Descriptors, RSS and TCP connections to ``engine_port`` of process ``pid``."""
+def snapshot(pid: int, engine_port: int, redis_port: int = 0) -> Snapshot:
+    """Descriptors, RSS and TCP connections to ``engine_port`` (and ``redis_port``) of
+    process ``pid``."""
     fd_dir = Path(f"/proc/{pid}/fd")
     inodes = set()
     fds = 0
@@ -73,7 +90,7 @@ def snapshot(pid: int, engine_port: int) -> Snapshot:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
             rss = int(line.split()[1])
-    connections = 0
+    connections = redis = 0
     for table in ("tcp", "tcp6"):
         path = Path(f"/proc/{pid}/net/{table}")
         if not path.exists():
@@ -81,9 +98,10 @@ def snapshot(pid: int, engine_port: int) -> Snapshot:
         for line in path.read_text().splitlines()[1:]:
             parts = line.split()
             remote_port = int(parts[2].rsplit(":", 1)[1], 16)
-            if remote_port == engine_port and parts[9] in inodes:
-                connections += 1
-    return Snapshot(fds, rss, connections)
+            if parts[9] in inodes:
+                connections += remote_port == engine_port
+                redis += bool(redis_port) and remote_port == redis_port
+    return Snapshot(fds, rss, connections, redis)
 
 
 @dataclass
@@ -130,7 +148,9 @@ async def generate(url: str, *, concurrency: int, duration: float) -> Load:
 
 @contextlib.asynccontextmanager
 async def processes(
-    limit_concurrency: int, client: str | None = None
+    limit_concurrency: int,
+    client: str | None = None,
+    rate_limits: dict[str, object] | None = None,
 ) -> AsyncIterator[tuple[str, int, int]]:
     """The engine and the gateway as processes; yields (gateway URL, gateway pid, engine port)."""
     env = serve_environ()
@@ -150,6 +170,8 @@ async def processes(
             "server": {"limit_concurrency": limit_concurrency, "drain_timeout": 1},
             "policy": str(POLICY),
         }
+        if rate_limits is not None:
+            config["rate_limits"] = rate_limits
         with tempfile.TemporaryDirectory() as tmp:
             path = Path(tmp) / "config.yaml"
             path.write_text(json.dumps(config))
@@ -186,17 +208,17 @@ async def processes(
             engine.stdout.close()
 
 
-async def settle(url: str, pid: int, engine_port: int, target: Snapshot | None) -> Snapshot:
+async def settle(
+    url: str, pid: int, engine_port: int, target: Snapshot | None, redis_port: int = 0
+) -> Snapshot:
     """Probe /readyz every half second until fds and connections are back at ``target``."""
     deadline = time.monotonic() + SETTLE_DEADLINE
     async with aiohttp.ClientSession(url, connector=aiohttp.TCPConnector(force_close=True)) as s:
         while True:
             async with s.get("/readyz") as response:
                 await response.read()
-            now = snapshot(pid, engine_port)
-            if target is None or time.monotonic() > deadline:
-                return now
-            if now.fds <= target.fds and now.upstream_connections <= target.upstream_connections:
+            now = snapshot(pid, engine_port, redis_port)
+            if target is None or time.monotonic() > deadline or now.within(target):
                 return now
             await asyncio.sleep(0.5)
 
@@ -212,6 +234,7 @@ class SoakResult:
     warmed: Snapshot
     after: Snapshot
     seconds: float
+    limiter: str | None = None  # with Redis limits: what the limiter's metrics say
 
     @property
     def rss_change(self) -> float:
@@ -222,8 +245,7 @@ class SoakResult:
         return (
             self.load.failures == 0
             and self.load.requests > 0
-            and self.after.fds <= self.baseline.fds
-            and self.after.upstream_connections <= self.baseline.upstream_connections
+            and self.after.within(self.baseline)
             and abs(self.rss_change) <= 0.10
         )
 
@@ -238,33 +260,90 @@ class SoakResult:
             f"  after soak, settled:          {self.after}",
             f"  fds {self.baseline.fds} -> {self.after.fds}, upstream connections "
             f"{self.baseline.upstream_connections} -> {self.after.upstream_connections}, "
+            f"Redis connections {self.baseline.redis_connections} -> "
+            f"{self.after.redis_connections}, "
             f"RSS {self.warmed.rss_kib / 1024:.1f} -> {self.after.rss_kib / 1024:.1f} MiB "
             f"({self.rss_change:+.1%})",
-            f"  verdict: {'PASS' if self.ok else 'FAIL'}",
         ]
+        if self.limiter is not None:
+            lines.append(f"  rate limits in Redis: {self.limiter}")
+        lines.append(f"  verdict: {'PASS' if self.ok else 'FAIL'}")
         return "\n".join(lines)
 
 
 async def soak(
-    *, concurrency: int, duration: float, warmup: float, client: str | None = None
+    *,
+    concurrency: int,
+    duration: float,
+    warmup: float,
+    client: str | None = None,
+    redis_limits: bool = False,
 ) -> SoakResult:
-    """Run the whole soak; see the module docstring. ``client``: ``upstream.client``."""
+    """Run the whole soak; see the module docstring. ``client``: ``upstream.client``;
+    ``redis_limits``: every request through a rate limit kept in a Redis of its own."""
+    if not redis_limits:
+        return await _soak(concurrency, duration, warmup, client, None)
+    with RedisServer() as redis:
+        return await _soak(concurrency, duration, warmup, client, redis)
+
+
+def _high_limits(redis: RedisServer) -> dict[str, object]:
+    high = 10**9
+    return {
+        "default": {
+            "requests_per_minute": high,
+            "tokens_per_minute": high,
+            "tokens_per_day": high,
+            "concurrent_requests": high,
+        },
+        "store": "redis",
+        # Failing closed: a limiter failure is a failed request the soak counts.
+        "redis": {"url": redis.url, "timeout": 0.5, "on_failure": "fail_closed"},
+    }
+
+
+async def _limiter_figures(url: str) -> str:
+    async with aiohttp.ClientSession(url) as session, session.get("/metrics") as response:
+        text = await response.text()
+    wanted = ("ft_gateway_rate_limit_store_errors_total", "ft_gateway_rate_limited_total")
+    found = {name: 0.0 for name in wanted}
+    for line in text.splitlines():
+        name = line.split("{", 1)[0].split(" ", 1)[0]
+        if name in found:
+            found[name] += float(line.rsplit(" ", 1)[1])
+    return f"store errors {found[wanted[0]]:.0f}, requests refused {found[wanted[1]]:.0f}"
+
+
+async def _soak(
+    concurrency: int,
+    duration: float,
+    warmup: float,
+    client: str | None,
+    redis: RedisServer | None,
+) -> SoakResult:
     limit = max(2048, concurrency * 4)
-    async with processes(limit_concurrency=limit, client=client) as (url, pid, port):
+    limits = _high_limits(redis) if redis is not None else None
+    rport = redis.port if redis is not None else 0
+    async with processes(limit_concurrency=limit, client=client, rate_limits=limits) as (
+        url,
+        pid,
+        port,
+    ):
         async with aiohttp.ClientSession(url) as session:
             async with session.post(
                 "/v1/chat/completions", data=BODY, headers={"content-type": "application/json"}
             ) as response:
                 assert response.status == 200, await response.text()
                 await response.read()
-        baseline = await settle(url, pid, port, None)
+        baseline = await settle(url, pid, port, None, rport)
         await generate(url, concurrency=concurrency, duration=warmup)
-        warmed = await settle(url, pid, port, baseline)
+        warmed = await settle(url, pid, port, baseline, rport)
         started = time.monotonic()
         load = await generate(url, concurrency=concurrency, duration=duration)
         seconds = time.monotonic() - started
-        after = await settle(url, pid, port, baseline)
-    return SoakResult(concurrency, duration, load, baseline, warmed, after, seconds)
+        after = await settle(url, pid, port, baseline, rport)
+        figures = await _limiter_figures(url) if redis is not None else None
+    return SoakResult(concurrency, duration, load, baseline, warmed, after, seconds, figures)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -273,6 +352,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--duration", type=float, default=60.0)
     parser.add_argument("--warmup", type=float, default=5.0)
     parser.add_argument("--client", help="upstream.client (default: the gateway's default)")
+    parser.add_argument(
+        "--redis-limits",
+        action="store_true",
+        help="every request through a (never refusing) rate limit kept in a Redis of its own",
+    )
     args = parser.parse_args(argv)
     result = asyncio.run(
         soak(
@@ -280,6 +364,7 @@ def main(argv: list[str] | None = None) -> int:
             duration=args.duration,
             warmup=args.warmup,
             client=args.client,
+            redis_limits=args.redis_limits,
         )
     )
     print(result.report())

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import math
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,10 +15,6 @@ from typing import Any
 
 import httpx
 import pytest
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
 from gateway._types import Headers
 from gateway.app.factory import create_app
@@ -33,8 +28,9 @@ from gateway.settings import Settings, load_settings
 from gateway.upstream.balancer import Balancer, Replica
 from gateway.upstream.base import UpstreamClient, UpstreamResponse
 from gateway.upstream.factory import make_upstream
-from tests.support.bodies import CHAT, MODEL, chat
+from tests.support.bodies import CHAT, chat
 from tests.support.gateways import asgi_client, gateway_settings
+from tests.support.heldengine import HeldEngine, arrivals
 from tests.support.servers import free_port, running_server
 
 BODY = chat()
@@ -323,53 +319,6 @@ async def test_only_connect_failures_move_to_another_replica(
 
 
 # --- three real engines behind the real gateway ---
-
-
-class HeldEngine:
-    """An engine that can hold each chat request until the test releases it."""
-
-    def __init__(self, changed: asyncio.Condition) -> None:
-        self.hold = True
-        self.arrived = 0
-        self.waiting: list[asyncio.Future[None]] = []
-        self.changed = changed  # shared by all engines of a test: notified on each arrival
-        self.app = Starlette(
-            routes=[
-                Route(CHAT, self.chat, methods=["POST"]),
-                Route("/v1/models", self.models, methods=["GET"]),
-            ]
-        )
-
-    async def chat(self, request: Request) -> Response:
-        body = json.loads(await request.body())
-        async with self.changed:
-            self.arrived += 1
-            self.changed.notify_all()
-        if self.hold:
-            future = asyncio.get_running_loop().create_future()
-            self.waiting.append(future)
-            await future
-        return JSONResponse({"object": "chat.completion", "model": body["model"], "choices": []})
-
-    async def models(self, request: Request) -> Response:
-        return JSONResponse({"object": "list", "data": [{"id": MODEL}]})
-
-    def release(self) -> None:
-        for future in self.waiting:
-            future.set_result(None)
-        self.waiting.clear()
-
-
-async def arrivals(engines: list[HeldEngine], total: int) -> list[int]:
-    """Wait until the engines have seen ``total`` requests together; their counts."""
-    changed = engines[0].changed
-    async with changed:
-        await asyncio.wait_for(
-            changed.wait_for(lambda: sum(e.arrived for e in engines) >= total), 60
-        )
-    counts = [e.arrived for e in engines]
-    assert sum(counts) == total, counts
-    return counts
 
 
 @contextlib.asynccontextmanager

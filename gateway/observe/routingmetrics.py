@@ -1,0 +1,172 @@
+"""The numbers of engine-aware routing: placements, the queue, the replicas.
+
+Kept apart from metrics.py's request tallies, and filled by the balancer (the
+one place that knows them) through a ``RoutingTallies`` it owns: the
+hot path adds to plain dicts, and the families are built when scraped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from prometheus_client.metrics_core import (
+    CounterMetricFamily,
+    GaugeMetricFamily,
+    HistogramMetricFamily,
+    Metric,
+)
+
+from gateway.observe.histogram import BOUNDS, Histogram
+
+QUEUE_OUTCOMES = ("admitted", "timeout", "left")
+K = TypeVar("K")
+
+
+@dataclass
+class RoutingTallies:
+    """Counters, and gauges read when scraped (one worker's, or several added up)."""
+
+    # (key source or "none", "home" | "spilled" | "least_in_flight") -> requests
+    placements: dict[tuple[str, str], int] = field(default_factory=dict)
+    replica_requests: dict[str, int] = field(default_factory=dict)
+    waits: dict[str, Histogram] = field(default_factory=dict)  # by queue outcome
+    shed: dict[str, int] = field(default_factory=dict)  # "full" | "timeout"
+    # Gauges.
+    queue_depth: dict[str, int] = field(default_factory=dict)  # by priority
+    replica_in_flight: dict[str, int] = field(default_factory=dict)
+    replicas: dict[str, int] = field(default_factory=dict)  # by state
+
+    def wait(self, outcome: str, seconds: float) -> None:
+        """One request left the queue after ``seconds``: admitted, timed out, or its client left."""
+        hist = self.waits.get(outcome)
+        if hist is None:
+            hist = self.waits[outcome] = Histogram()
+        hist.observe(seconds)
+
+    def shed_one(self, reason: str) -> None:
+        """One request answered 503 by the queue (full, or timeout)."""
+        self.shed[reason] = self.shed.get(reason, 0) + 1
+
+    def merge(self, other: RoutingTallies) -> None:
+        """Add another worker's numbers to these."""
+        _add(self.placements, other.placements)
+        for name in ("replica_requests", "shed", "queue_depth", "replica_in_flight", "replicas"):
+            _add(getattr(self, name), getattr(other, name))
+        for outcome, hist in other.waits.items():
+            self.waits.setdefault(outcome, Histogram()).merge(hist)
+
+    def counters_only(self) -> RoutingTallies:
+        """These counters with the gauges at zero (a dead worker's saved numbers)."""
+        return RoutingTallies(
+            placements=dict(self.placements),
+            replica_requests=dict(self.replica_requests),
+            waits=dict(self.waits),
+            shed=dict(self.shed),
+        )
+
+    def encode(self) -> dict[str, Any]:
+        """As JSON-able data (for the workers' snapshots)."""
+        return {
+            "placements": [[*k, n] for k, n in self.placements.items()],
+            "replica_requests": self.replica_requests,
+            "waits": {o: [h.counts, h.total] for o, h in self.waits.items()},
+            "shed": self.shed,
+            "queue_depth": self.queue_depth,
+            "replica_in_flight": self.replica_in_flight,
+            "replicas": self.replicas,
+        }
+
+    @classmethod
+    def decode(cls, data: dict[str, Any]) -> RoutingTallies:
+        """The inverse of ``encode``."""
+        waits = {}
+        for outcome, (counts, total) in data["waits"].items():
+            hist = Histogram()
+            if len(counts) != len(hist.counts):
+                raise ValueError("histogram with other buckets")
+            hist.counts, hist.total = [int(c) for c in counts], float(total)
+            waits[outcome] = hist
+        ints = {
+            name: {str(k): int(v) for k, v in data[name].items()}
+            for name in ("replica_requests", "shed", "queue_depth", "replica_in_flight", "replicas")
+        }
+        return cls(
+            placements={(str(s), str(p)): int(n) for s, p, n in data["placements"]},
+            waits=waits,
+            **ints,
+        )
+
+
+def _add(mine: dict[K, int], theirs: dict[K, int]) -> None:
+    for key, value in theirs.items():
+        mine[key] = mine.get(key, 0) + value
+
+
+def routing_families(t: RoutingTallies) -> Iterator[Metric]:
+    """The Prometheus families of ``t``."""
+    placements = CounterMetricFamily(
+        "ft_gateway_routing_placements",
+        "Requests placed on a replica, by affinity key source (none: no key) and placement: "
+        "home (the key's own replica), spilled (the next one: home was over the load bound) "
+        "or least_in_flight.",
+        labels=["source", "placement"],
+    )
+    for (source, placement), n in list(t.placements.items()):
+        placements.add_metric([source, placement], n)
+    yield placements
+    served = CounterMetricFamily(
+        "ft_gateway_replica_requests", "Requests sent to each engine replica.", labels=["replica"]
+    )
+    for replica, n in list(t.replica_requests.items()):
+        served.add_metric([replica], n)
+    yield served
+    in_flight = GaugeMetricFamily(
+        "ft_gateway_replica_in_flight",
+        "Requests in flight on each engine replica (the load the router counts).",
+        labels=["replica"],
+    )
+    for replica, n in list(t.replica_in_flight.items()):
+        in_flight.add_metric([replica], n)
+    yield in_flight
+    states = GaugeMetricFamily(
+        "ft_gateway_replicas",
+        "Engine replicas by state: in_service, ejected (failed a connect), draining "
+        "(gone from DNS, finishing its requests).",
+        labels=["state"],
+    )
+    for state, n in list(t.replicas.items()):
+        states.add_metric([state], n)
+    yield states
+    depth = GaugeMetricFamily(
+        "ft_gateway_queue_depth",
+        "Requests waiting in the gateway's queue for a replica below upstream.max_in_flight, "
+        "by priority (interactive, batch).",
+        labels=["priority"],
+    )
+    for priority, n in list(t.queue_depth.items()):
+        depth.add_metric([priority], n)
+    yield depth
+    waits = HistogramMetricFamily(
+        "ft_gateway_queue_wait_seconds",
+        "Time requests spent in the queue, by outcome: admitted (sent to a replica), timeout "
+        "(answered 503), left (the client hung up while waiting).",
+        labels=["outcome"],
+    )
+    for outcome, hist in list(t.waits.items()):
+        cumulative, buckets = 0, []
+        for bound, count in zip(BOUNDS, hist.counts, strict=True):
+            cumulative += count
+            buckets.append((bound, cumulative))
+        waits.add_metric([outcome], buckets, hist.total)
+    yield waits
+    shed = CounterMetricFamily(
+        "ft_gateway_queue_shed",
+        "Requests answered 503 by the queue: full (upstream.queue.size waiting already) or "
+        "timeout (waited upstream.queue.timeout).",
+        labels=["reason"],
+    )
+    for reason, n in list(t.shed.items()):
+        shed.add_metric([reason], n)
+    yield shed

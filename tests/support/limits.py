@@ -1,0 +1,104 @@
+"""What the rate-limit tests share: API keys with their hashes in a keys file, the
+settings (or a config file) that limit them, and the rate-limit headers of an answer."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from gateway.access.keys import hash_key
+from gateway.settings import Settings
+from tests.support.gateways import gateway_settings
+from tests.support.paths import POLICY
+
+RATE_HEADERS = (
+    "x-ratelimit-limit-requests",
+    "x-ratelimit-remaining-requests",
+    "x-ratelimit-reset-requests",
+    "x-ratelimit-limit-tokens",
+    "x-ratelimit-remaining-tokens",
+    "x-ratelimit-reset-tokens",
+)
+
+
+def key_of(name: str) -> str:
+    """The API key of the test key named ``name``."""
+    return f"sk-{name}-secret"
+
+
+def write_keys(directory: Path, keys: Mapping[str, str | None]) -> Path:
+    """A keys file for ``keys`` (name -> profile or None); the keys are ``key_of(name)``."""
+    path = directory / "keys.yaml"
+    entries: list[dict[str, Any]] = []
+    for name, profile in keys.items():
+        entry: dict[str, Any] = {"name": name, "sha256": hash_key(key_of(name))}
+        if profile is not None:
+            entry["profile"] = profile
+        entries.append(entry)
+    path.write_text(yaml.safe_dump({"keys": entries}))
+    return path
+
+
+def policy_with_profiles(directory: Path, *names: str) -> Path:
+    """The default policy with empty profiles ``names`` (for keys that select them)."""
+    path = directory / "policy.yaml"
+    profiles = "".join(f"  {name}: {{}}\n" for name in names)
+    path.write_text(POLICY.read_text() + "\nprofiles:\n" + profiles)
+    return path
+
+
+def limited_settings(
+    upstream: str,
+    directory: Path,
+    rate_limits: dict[str, Any],
+    *,
+    keys: Mapping[str, str | None] | None = None,
+    policy: str | Path = POLICY,
+) -> Settings:
+    """Settings with API keys (``keys``, default one key ``alice``) and ``rate_limits``."""
+    keys = keys if keys is not None else {"alice": None}
+    keys_file = write_keys(directory, keys)
+    profiles = sorted({p for p in keys.values() if p is not None})
+    if profiles and policy == POLICY:
+        policy = policy_with_profiles(directory, *profiles)
+    return gateway_settings(
+        upstream,
+        policy=policy,
+        overrides={("auth", "keys_file"): str(keys_file), ("rate_limits",): rate_limits},
+    )
+
+
+def write_config(
+    directory: Path,
+    upstream: str,
+    rate_limits: dict[str, Any],
+    *,
+    keys: Mapping[str, str | None] | None = None,
+    name: str = "config.yaml",
+) -> Path:
+    """A config file for ``ft-gateway serve``: the engine, API keys, ``rate_limits``."""
+    keys_file = write_keys(directory, keys if keys is not None else {"alice": None})
+    config = {
+        "upstream": {"url": upstream},
+        "policy": str(POLICY),
+        "auth": {"keys_file": str(keys_file)},
+        "rate_limits": rate_limits,
+        "log": {"requests": False},
+    }
+    path = directory / name
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def rate_headers(response: httpx.Response) -> dict[str, str]:
+    """The x-ratelimit-* headers of ``response``."""
+    return {k: response.headers[k] for k in RATE_HEADERS if k in response.headers}
+
+
+def auth(name: str) -> dict[str, str]:
+    """The Authorization header of the test key ``name``."""
+    return {"Authorization": f"Bearer {key_of(name)}"}
