@@ -11,6 +11,7 @@
     ├── RateLimited                   429  requests|tokens / rate_limit_exceeded  (Retry-After)
     ├── LimiterUnavailable            503  server_error / rate_limiter_unavailable
     ├── ShuttingDown                  503  server_error / shutting_down  (Retry-After)
+    ├── StoreUnavailable              503  server_error / store_unavailable
     ├── Overloaded                    503  server_error / engine_overloaded  (Retry-After)
     └── UpstreamError                 502  upstream_error
         ├── UpstreamUnreachable       502  upstream_unreachable
@@ -158,6 +159,14 @@ class ShuttingDown(GatewayError):
 
     status = 503
     default_code = "shutting_down"
+
+
+class StoreUnavailable(GatewayError):
+    """The response store (Redis, SQLite) failed: a stored conversation cannot be read
+    or written, and answering as if it could would lose it without a word."""
+
+    status = 503
+    default_code = "store_unavailable"
 
 
 class Overloaded(GatewayError):

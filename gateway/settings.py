@@ -81,6 +81,11 @@ class Upstream(_Section):
         "plain HTTP/1.1 only)",
     )
     max_connections: int = Field(default=1000, ge=1, description="per replica")
+    responses: Literal["translate", "native"] = Field(
+        default="translate",
+        description="/v1/responses: translate to chat completions, or forward to the "
+        "engine's own /v1/responses (native)",
+    )
     # Engine-aware routing (docs/routing.md).
     routing: Literal["least_in_flight", "affinity"] = Field(
         default="least_in_flight",
@@ -225,6 +230,22 @@ class Tracing(_Section):
     )
 
 
+class Store(_Section):
+    """Where /v1/responses keeps responses for ``previous_response_id`` and GET/DELETE."""
+
+    backend: Literal["none", "memory", "sqlite", "redis"] = Field(
+        default="none",
+        description="none (previous_response_id is a 400), memory (one process), sqlite "
+        "(a file, one host), or redis (shared by workers and pods)",
+    )
+    path: Path = Field(default=Path("responses.sqlite3"), description="sqlite: the file")
+    url: str = Field(
+        default="redis://127.0.0.1:6379/0", pattern=r"^rediss?://", description="redis: server"
+    )
+    ttl: float = Field(default=30 * 86400, gt=0, description="seconds a response is kept")
+    key_prefix: str = Field(default="ft-gateway:response:", description="redis: key prefix")
+
+
 class Settings(_Section):
     """Everything the gateway needs to start."""
 
@@ -240,6 +261,7 @@ class Settings(_Section):
     )
     log: Log = Field(default_factory=Log)
     tracing: Tracing = Field(default_factory=Tracing)
+    store: Store = Field(default_factory=Store)
     rate_limits: RateLimits = Field(default_factory=RateLimits)
     metering: Metering = Field(default_factory=Metering)
     # Where these settings came from (the config file and the flags), so that a

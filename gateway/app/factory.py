@@ -26,13 +26,16 @@ from gateway.app.reload import PolicyReloader
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound, render
 from gateway.limits.limiter import make_limiter
 from gateway.limits.report import limit_problems
-from gateway.observe.exchange import Observer, Observers, Tracer
+from gateway.observe.exchange import UNSERVED, Exchange, Observer, Observers, Tracer
 from gateway.observe.logs import AccessLog
 from gateway.observe.metrics import Metrics
 from gateway.observe.metricsport import MetricsExposure
 from gateway.policy.engine import Policy
 from gateway.policy.loading import load_policy_file
 from gateway.proxy.endpoint import ProxyEndpoint
+from gateway.proxy.headers import request_id_of
+from gateway.responses.routes import responses_endpoint, stored_routes
+from gateway.responses.store import make_store
 from gateway.routing.hint import Hinter
 from gateway.settings import Settings
 from gateway.state import GatewayState
@@ -68,9 +71,28 @@ async def _gateway_error(request: Request, exc: Exception) -> Response:
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)  # registered for HTTPException only
     where = f"({request.method} {request.url.path})"
+    error: GatewayError = NotFound(f"Invalid URL {where}.")
     if exc.status_code == 405:
-        return error_response(MethodNotAllowed(f"Method not allowed {where}."))
-    return error_response(NotFound(f"Invalid URL {where}."))
+        error = MethodNotAllowed(f"Method not allowed {where}.")
+    # Logged and counted like any answer: an operator sees clients calling a route
+    # the gateway lacks.
+    request_id = request_id_of(request.scope["headers"])
+    exchange = Exchange(
+        method=request.method,
+        path=request.url.path,
+        route=UNSERVED,
+        request_id=request_id.decode(),
+        policed=False,
+    )
+    observer = request.app.state.gateway.observer
+    observer.started(exchange)
+    response = error_response(error)
+    response.headers["x-request-id"] = exchange.request_id
+    exchange.status = response.status_code
+    exchange.error_code = error.code
+    exchange.bytes_out = len(response.body)
+    observer.finished(exchange)
+    return response
 
 
 async def _unexpected_error(request: Request, exc: Exception) -> Response:
@@ -146,6 +168,7 @@ def create_app(
     reloader = PolicyReloader(state, metrics=metrics, profiles=profiles_in_use, also=limits.reload)
     exposure = MetricsExposure(settings, metrics, worker_dir=worker_dir)
     health = Health(state, reloader)
+    store = make_store(settings.store) if settings.upstream.responses == "translate" else None
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -163,6 +186,8 @@ def create_app(
         finally:
             try:
                 await state.upstream.aclose()
+                if store is not None:
+                    await store.aclose()
                 if state.limiter is not None:
                     await state.limiter.aclose()
             finally:
@@ -174,10 +199,12 @@ def create_app(
     proxied = {
         ("POST", "/v1/chat/completions"): ProxyEndpoint(state, route="/v1/chat/completions"),
         ("POST", "/v1/completions"): ProxyEndpoint(state, route="/v1/completions"),
+        ("POST", "/v1/responses"): responses_endpoint(state, store),
         ("GET", "/v1/models"): ProxyEndpoint(state, route=None),
     }
     routes = [Route(path, endpoint, methods=[m]) for (m, path), endpoint in proxied.items()]
     routes += [
+        *stored_routes(state, store),
         Route("/healthz", health.healthz, methods=["GET"]),
         Route("/readyz", health.readyz, methods=["GET"]),
     ]

@@ -62,13 +62,16 @@ class Explanation:
 
 
 def guess_route(raw: bytes) -> str:
-    """The route a request body is meant for: completions if it has a prompt and no messages."""
+    """The route a request body is meant for: completions if it has a prompt and no
+    messages, responses if it has an input and no messages, else chat."""
     try:
         data = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return "/v1/chat/completions"
     if isinstance(data, dict) and "prompt" in data and "messages" not in data:
         return "/v1/completions"
+    if isinstance(data, dict) and "input" in data and "messages" not in data:
+        return "/v1/responses"
     return "/v1/chat/completions"
 
 

@@ -16,6 +16,10 @@ from gateway.errors import GatewayError
 from gateway.limits.meter import Usage
 from gateway.policy.engine import Outcome
 
+# The route label of a request to a path the gateway does not serve (one label for
+# all: the paths are the client's to choose, so they are never labels themselves).
+UNSERVED = "(unserved)"
+
 
 @dataclass(slots=True)
 class Exchange:
@@ -39,6 +43,7 @@ class Exchange:
     bytes_out: int = 0
     client_disconnected: bool = False
     trace: TraceHooks | None = None  # its spans, when tracing is on
+    policed: bool = True  # False: a route the policy has no say in (a 404, a stored response)
     usage: Usage | None = None  # the tokens the engine reported
     rate_limited: str | None = None  # the limit that refused the request (429)
 

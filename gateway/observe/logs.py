@@ -76,7 +76,7 @@ def request_record(exchange: Exchange, now: float) -> dict[str, Any]:
     """The access-log fields of a finished exchange (no body, no header, no key)."""
     touched: dict[str, str] = {}
     policy: str | None = None
-    if exchange.route is not None:
+    if exchange.route is not None and exchange.policed:
         policy = "passed"
         for outcome in exchange.outcomes:
             if outcome.action == REJECTED:

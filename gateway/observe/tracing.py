@@ -39,13 +39,18 @@ from gateway._types import Headers
 from gateway.observe.exchange import Exchange, TraceHooks
 from gateway.settings import Tracing as TracingSettings
 
-OPERATIONS = {"/v1/chat/completions": "chat", "/v1/completions": "text_completion"}
+OPERATIONS = {
+    "/v1/chat/completions": "chat",
+    "/v1/completions": "text_completion",
+    "/v1/responses": "chat",  # the GenAI conventions name no separate operation for it
+}
 # Request fields -> GenAI attribute names (gen_ai.request.*), when the client set them.
 REQUEST_FIELDS = {
     "temperature": "gen_ai.request.temperature",
     "top_p": "gen_ai.request.top_p",
     "top_k": "gen_ai.request.top_k",
     "max_tokens": "gen_ai.request.max_tokens",
+    "max_output_tokens": "gen_ai.request.max_tokens",  # the Responses API's name
     "max_completion_tokens": "gen_ai.request.max_tokens",
     "frequency_penalty": "gen_ai.request.frequency_penalty",
     "presence_penalty": "gen_ai.request.presence_penalty",

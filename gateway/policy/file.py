@@ -32,8 +32,8 @@ from gateway.policy.values import ValueSpec, json_equal
 
 Action = Literal["pass", "reject", "strip", "rename", "default", "fanout"]
 UnknownAction = Literal["reject", "strip", "pass"]
-ROUTES = ("/v1/chat/completions", "/v1/completions")
-RouteName = Literal["/v1/chat/completions", "/v1/completions"]
+ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/responses")
+RouteName = Literal["/v1/chat/completions", "/v1/completions", "/v1/responses"]
 SCHEMA_ID = "https://ft-gateway.dev/schema/policy-v1.json"
 
 _UNSET: Any = object()
@@ -130,6 +130,11 @@ class Select(BaseModel):
     unknown: MemberRule = Field(
         default_factory=lambda: MemberRule.model_validate({"action": "reject"}),
         description="the rule for a value that 'rules' does not name (reject by default)",
+    )
+    absent: str | None = Field(
+        default=None,
+        description="the key's value to choose by when a member lacks the key (e.g. a "
+        "Responses input item without 'type' is a 'message'); unset: the key is required",
     )
 
 

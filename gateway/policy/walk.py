@@ -340,6 +340,8 @@ def _select_one(select: Select, obj: dict[str, Any], path: str, walk: Walk) -> A
     """``obj`` under the rule its key's value chooses; ``_STRIPPED`` if it is dropped."""
     key = select.key
     chosen = obj.get(key)
+    if chosen is None and select.absent is not None and key not in obj:
+        chosen = select.absent
     rule = select.rules.get(chosen) if type(chosen) is str else None
     if rule is not None and rule.action == "pass" and not walk.trace:
         # The common case (a known role, a text part): straight to the member's keys.

@@ -14,12 +14,19 @@ from gateway.probe.client import EngineClient
 from gateway.probe.context import ProbeError
 from gateway.probe.progress import Progress
 from gateway.probe.report import render_markdown, render_table
+from gateway.probe.responses import RESPONSES
 from gateway.probe.route import CHAT, COMPLETIONS
 from gateway.probe.runner import planned_requests, probe_engine
 from gateway.probe.writer import render_policy
 from gateway.yamlsource import SourceError
 
-ROUTES = {"chat": [CHAT], "completions": [COMPLETIONS], "both": [CHAT, COMPLETIONS]}
+ROUTES = {
+    "chat": [CHAT],
+    "completions": [COMPLETIONS],
+    "both": [CHAT, COMPLETIONS],
+    "responses": [CHAT, RESPONSES],
+    "all": [CHAT, COMPLETIONS, RESPONSES],
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,7 +35,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--upstream", required=True, help="engine base URL, e.g. http://127.0.0.1:8000"
     )
     parser.add_argument("--model", required=True, help="the model name the engine serves")
-    parser.add_argument("--route", choices=sorted(ROUTES), default="both")
+    parser.add_argument(
+        "--route",
+        choices=sorted(ROUTES),
+        default="all",
+        help="all: chat, completions and /v1/responses (whose rules follow the chat "
+        "route's verdicts unless the engine serves it natively)",
+    )
     parser.add_argument("--out", type=Path, help="write the policy the findings call for here")
     parser.add_argument("--report", type=Path, help="write the findings as Markdown here")
     parser.add_argument(

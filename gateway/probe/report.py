@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from gateway.probe.responses import table_line
 from gateway.probe.route import BASE_MAX_TOKENS, CHAT_PROMPT, COMPLETION_PROMPT
 from gateway.probe.runner import ProbeResult
 from gateway.probe.verdict import OUTCOMES, Verdict, shown_confidence, trim
@@ -75,6 +76,12 @@ def render_markdown(result: ProbeResult) -> str:
             for trial in verdict.trials:
                 lines.append(f"  - sent {_code(trial.sent)} → {_cell(trial.got)}")
         lines += ["", "</details>", ""]
+    if result.responses is not None:
+        lines += ["## /v1/responses", "", table_line(result.responses), ""]
+        lines += [
+            f"- **{v.field}**: {v.outcome}: {_cell(v.summary)}" for v in result.responses.verdicts
+        ]
+        lines.append("")
     return "\n".join(lines)
 
 
@@ -91,5 +98,7 @@ def render_table(result: ProbeResult, *, width: int = 100) -> str:
             head = f"  {v.field:<{name_width}}  {v.outcome:<12}  {_confidence(v):>5}  "
             lines.append(head + trim(v.summary.replace("\n", " "), max(20, width - len(head))))
         lines.append("")
+    if result.responses is not None:
+        lines += [table_line(result.responses), ""]
     lines.append(f"{result.requests} requests to {result.upstream} ({result.model})")
     return "\n".join(lines)

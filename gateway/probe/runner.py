@@ -12,6 +12,7 @@ from gateway.probe import checks, messages, sampling
 from gateway.probe.client import BudgetSpent, EngineClient
 from gateway.probe.context import FREE_SAMPLES, GREEDY_SAMPLES, Baseline, Probe, ProbeError
 from gateway.probe.progress import Progress
+from gateway.probe.responses import REQUESTS, RESPONSES, ResponsesProbe, probe_responses
 from gateway.probe.route import CHAT, ProbeRoute
 from gateway.probe.verdict import INCONCLUSIVE, Verdict
 
@@ -70,7 +71,9 @@ def checks_for(route: str) -> list[Check]:
 def planned_requests(routes: Sequence[str]) -> int:
     """The most requests a probe of ``routes`` sends."""
     baseline = GREEDY_SAMPLES + FREE_SAMPLES
-    return sum(baseline + sum(c.requests for c in checks_for(r)) for r in routes)
+    chat_like = [r for r in routes if r != RESPONSES]
+    native = REQUESTS if RESPONSES in routes else 0
+    return native + sum(baseline + sum(c.requests for c in checks_for(r)) for r in chat_like)
 
 
 @dataclass
@@ -96,6 +99,7 @@ class ProbeResult:
     extra: dict[str, Any]
     routes: list[RouteResult] = field(default_factory=list)
     requests: int = 0
+    responses: ResponsesProbe | None = None  # when /v1/responses was probed
 
     def route(self, path: str) -> RouteResult | None:
         return next((r for r in self.routes if r.route == path), None)
@@ -123,6 +127,13 @@ def probe_engine(
 
     gave_up = False
     for path in routes:
+        if path == RESPONSES:
+            show(f"{path} native")
+            try:
+                result.responses = probe_responses(client, model=model, extra=result.extra)
+            except BudgetSpent as exc:
+                result.responses = ResponsesProbe(False, f"not measured: {exc}")
+            continue
         probe = Probe(client, ProbeRoute(path, model, result.extra))
         show(f"{path} baseline")
         try:
@@ -139,7 +150,7 @@ def probe_engine(
         result.routes.append(RouteResult(path, verdicts, probe.baseline))
     show("done")
     result.requests = client.sent
-    if all(r.error is not None for r in result.routes):
+    if result.routes and all(r.error is not None for r in result.routes):
         raise ProbeError("; ".join(str(r.error) for r in result.routes))
     return result
 

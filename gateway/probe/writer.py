@@ -9,6 +9,7 @@ from __future__ import annotations
 from gateway.probe.checks import UNKNOWN
 from gateway.probe.fields import PROBED, UNPROBED, Rule
 from gateway.probe.message_rules import messages_rule
+from gateway.probe.responses import route_lines as responses_route_lines
 from gateway.probe.route import CHAT
 from gateway.probe.runner import ProbeResult, RouteResult
 from gateway.probe.verdict import (
@@ -105,6 +106,8 @@ def render_policy(result: ProbeResult, *, schema: str | None = None) -> str:
     for route in result.routes:
         if route.error is None:
             lines += _route_lines(route, result, day)
+    if result.responses is not None:
+        lines += responses_route_lines(result.responses, result.route(CHAT), day)
     return "\n".join(lines) + "\n"
 
 

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -48,8 +49,23 @@ async def _watch_disconnect(
             return
 
 
+@dataclass(slots=True)
+class Prepared:
+    """A request ready for the engine: its bodies, and what the rate limiter reserves by."""
+
+    bodies: list[bytes]
+    admitted: dict[str, Any]  # the body as the engine gets it (max_tokens, n)
+    size: int  # its size in bytes (the prompt's estimate)
+    fanout: int = 1
+    include_usage: bool = False  # a fan-out stream must count usage
+    hide: bool = False  # usage asked of the engine for metering, not shown to the client
+
+
 class ProxyEndpoint:
     """ASGI endpoint for one OpenAI route (``route``) or a plain pass-through (None)."""
+
+    # The engine's path for this route (None: the client's own path).
+    upstream_path: str | None = None
 
     def __init__(self, state: GatewayState, *, route: str | None) -> None:
         self.state = state
@@ -96,29 +112,23 @@ class ProxyEndpoint:
                     HINT.set(
                         state.hinter.hint(body, headers, client=exchange.client, profile=profile)
                     )
-                decision = apply_policy(state.policy, self.route, body, profile=profile)
-                exchange.outcomes = decision.outcomes
-                if decision.error is not None:
-                    raise decision.error
-                exchange.stream = decision.body.get("stream") is True
+                prepared = await self._prepare(
+                    raw, body, headers=headers, profile=profile, exchange=exchange
+                )
                 if state.limiter is not None:
                     ticket = await _admit(
-                        state.limiter, exchange, profile, decision.body, len(raw), decision.fanout
+                        state.limiter,
+                        exchange,
+                        profile,
+                        prepared.admitted,
+                        prepared.size,
+                        prepared.fanout,
                     )
                     if ticket is not None:
                         responder.extra = ticket.headers
-                usage = exchange.stream and include_usage(decision.body)
-                # Metering asks a stream for its usage; the client never sees it unasked.
-                hide = exchange.stream and not usage and state.settings.metering.stream_usage
-                forwarded = with_usage(decision.body) if hide else decision.body
-                if decision.fanout > 1:
-                    bodies = fanout_bodies(forwarded, decision.fanout)
-                elif hide:
-                    bodies = [orjson.dumps(forwarded)]
-                else:
-                    bodies = [request_content(raw, decision)]
+                bodies, usage, hide = prepared.bodies, prepared.include_usage, prepared.hide
                 # Held for a stream's whole life otherwise (memory per open stream).
-                del raw, body, decision, forwarded
+                del raw, body, prepared
             await self._forward(
                 scope, receive, responder, exchange, bodies=bodies, include_usage=usage, hide=hide
             )
@@ -139,6 +149,34 @@ class ProxyEndpoint:
             state.observer.finished(exchange)
             if ticket is not None and state.limiter is not None:
                 await state.limiter.settle(ticket, exchange.usage, status=exchange.status)
+
+    async def _prepare(
+        self,
+        raw: bytes,
+        body: dict[str, Any],
+        *,
+        headers: Headers,
+        profile: str | None,
+        exchange: Exchange,
+    ) -> Prepared:
+        """The policy's verdict on ``body``, and what goes to the engine (one body, or n
+        for a fan-out); a route with its own request shape overrides this."""
+        decision = apply_policy(self.state.policy, self.route or "", body, profile=profile)
+        exchange.outcomes = decision.outcomes
+        if decision.error is not None:
+            raise decision.error
+        exchange.stream = decision.body.get("stream") is True
+        usage = exchange.stream and include_usage(decision.body)
+        # Metering asks a stream for its usage; the client never sees it unasked.
+        hide = exchange.stream and not usage and self.state.settings.metering.stream_usage
+        forwarded = with_usage(decision.body) if hide else decision.body
+        if decision.fanout > 1:
+            bodies = fanout_bodies(forwarded, decision.fanout)
+        elif hide:
+            bodies = [orjson.dumps(forwarded)]
+        else:
+            bodies = [request_content(raw, decision)]
+        return Prepared(bodies, decision.body, len(raw), decision.fanout, usage, hide)
 
     def _upstream_headers(self, headers: Headers, request_id: bytes) -> Headers:
         out = filter_headers(headers, DROP_UPSTREAM)
@@ -161,7 +199,7 @@ class ProxyEndpoint:
     ) -> None:
         """Send ``bodies`` (one, or n for a fan-out) and answer, watching for the client
         leaving and the drain expiring; ``bodies`` is emptied once they are sent."""
-        path: str = scope["path"]
+        path: str = self.upstream_path or scope["path"]
         query: bytes = scope.get("query_string", b"")
         if query:
             path = f"{path}?{query.decode('latin-1')}"
@@ -215,7 +253,11 @@ class ProxyEndpoint:
             watcher.cancel()
             state.drain.unregister(cutoff)
         if reason == "shutdown":
-            await _end_for_shutdown(responder)
+            await self._end_for_shutdown(responder)
+
+    async def _end_for_shutdown(self, responder: Responder) -> None:
+        """The drain time-out passed (a route whose streams end differently overrides it)."""
+        await _end_for_shutdown(responder)
 
     async def _read_body(self, receive: Receive, headers: Headers) -> bytes | None:
         settings = self.state.settings

@@ -1,0 +1,326 @@
+"""The probe of /v1/responses: does the engine serve it natively, and which Responses
+fields does it honour there; and the route's rules the written policy holds.
+
+Native (the plain request answers a ``response`` object): max_output_tokens, a
+streamed answer ending in ``response.completed``, text.format json_object and
+previous_response_id are measured on the engine's own route, and the policy
+says ``upstream.responses: native``. Not native (404, or not a response
+object): the gateway translates onto chat completions, so each field follows
+the chat route's verdict on the field it becomes (max_output_tokens ->
+max_tokens, text.format -> response_format, the sampling fields and engine
+extensions as they are). The fields no engine can honour behind the gateway
+(built-in tools, background, conversation, prompt templates, include) are
+rejected either way, as in policies/ft-serve.yaml.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.probe.client import Answer, EngineClient
+from gateway.probe.fields import PROBED, Rule
+from gateway.probe.route import CHAT
+from gateway.probe.verdict import (
+    BROKEN,
+    HONOURED,
+    IGNORED,
+    REJECTED,
+    Trial,
+    Verdict,
+    trim,
+    verdict_line,
+)
+from gateway.probe.yamltext import comment, entry_lines
+
+RESPONSES = "/v1/responses"
+PROMPT = "Tell me about Python lists."
+MAX_OUTPUT = 16
+# The plain request, then one per native check.
+REQUESTS = 5
+# Responses field -> the chat field whose verdict it follows in translate mode.
+_FOLLOWS = {
+    "max_output_tokens": "max_tokens",
+    "temperature": "temperature",
+    "top_p": "top_p",
+    "top_k": "top_k",
+    "min_p": "min_p",
+    "repetition_penalty": "repetition_penalty",
+    "seed": "seed",
+    "stream": "stream",
+}
+_REFUSED: dict[str, Rule] = {
+    "tool_choice": {"action": "reject", "type": ["string", "object"], "neutral": ["none", "auto"]},
+    "parallel_tool_calls": {"action": "reject", "type": "boolean", "neutral": [True]},
+    "reasoning": {"action": "reject", "type": "object", "neutral": [{}]},
+    "top_logprobs": {
+        "action": "reject",
+        "type": "integer",
+        "minimum": 0,
+        "maximum": 20,
+        "neutral": [0],
+    },
+    "include": {"action": "reject", "type": "array", "neutral": [[]]},
+    "truncation": {"action": "reject", "type": "string", "neutral": ["disabled"]},
+    "max_tool_calls": {"action": "reject", "type": "integer"},
+    "background": {"action": "reject", "type": "boolean", "neutral": [False]},
+    "conversation": {"action": "reject", "type": ["string", "object"]},
+    "prompt": {"action": "reject", "type": "object"},
+}
+_BOOKKEEPING = ("metadata", "user", "safety_identifier", "prompt_cache_key", "service_tier")
+
+
+@dataclass
+class ResponsesProbe:
+    """What the probe found on /v1/responses."""
+
+    native: bool
+    detail: str  # the plain request's answer, in words
+    verdicts: list[Verdict] = field(default_factory=list)
+
+    def verdict(self, name: str) -> Verdict | None:
+        return next((v for v in self.verdicts if v.field == name), None)
+
+
+def _describe(answer: Answer) -> str:
+    if answer.status is None:
+        return f"no answer: {answer.error}"
+    if not answer.ok:
+        return f"HTTP {answer.status}: {trim(answer.engine_message(), 100)}"
+    return f"HTTP {answer.status}"
+
+
+def _is_response(answer: Answer) -> bool:
+    return answer.ok and isinstance(answer.body, dict) and answer.body.get("object") == "response"
+
+
+def _text(body: Any) -> str:
+    parts = []
+    for item in body.get("output") or () if isinstance(body, dict) else ():
+        for part in item.get("content") or () if isinstance(item, dict) else ():
+            if isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+    return "".join(parts)
+
+
+def _judged(name: str, answer: Answer, honoured: bool, what: str) -> Verdict:
+    trial = (
+        Trial(
+            json.dumps({k: answer.sent[k] for k in answer.sent if k != "input"})[:160],
+            _describe(answer),
+        ),
+    )
+    if answer.status is None or (answer.status or 0) >= 500:
+        return Verdict(name, BROKEN, f"the engine failed on it ({_describe(answer)})", trial)
+    if not answer.ok:
+        return Verdict(name, REJECTED, f"the engine refused it ({_describe(answer)})", trial)
+    if honoured:
+        return Verdict(name, HONOURED, what, trial)
+    return Verdict(name, IGNORED, f"200 without the effect: {what} did not happen", trial)
+
+
+def probe_responses(client: EngineClient, *, model: str, extra: dict[str, Any]) -> ResponsesProbe:
+    """Ask the engine's /v1/responses a plain request, then check fields if it answers."""
+    base = {"model": model, "input": PROMPT, "max_output_tokens": MAX_OUTPUT, **extra}
+    plain = client.post(RESPONSES, base)
+    if not _is_response(plain):
+        return ResponsesProbe(
+            False, _describe(plain) + ("" if not plain.ok else ", not a response object")
+        )
+    found = ResponsesProbe(True, "HTTP 200, a response object")
+    cut = client.post(RESPONSES, base | {"max_output_tokens": 1})
+    usage = cut.body.get("usage") if isinstance(cut.body, dict) else None
+    tokens = usage.get("output_tokens") if isinstance(usage, dict) else None
+    found.verdicts.append(
+        _judged(
+            "max_output_tokens",
+            cut,
+            isinstance(tokens, int) and tokens <= 1,
+            "at most 1 output token",
+        )
+    )
+    streamed = client.stream(RESPONSES, base | {"stream": True})
+    types = [e.get("type") for e in streamed.events or () if isinstance(e, dict)]
+    found.verdicts.append(
+        _judged(
+            "stream",
+            streamed,
+            "response.completed" in types,
+            "an event stream ending in response.completed",
+        )
+    )
+    json_mode = client.post(
+        RESPONSES,
+        base
+        | {
+            "input": "Answer in JSON: a list of two numbers.",
+            "text": {"format": {"type": "json_object"}},
+            "max_output_tokens": 64,
+        },
+    )
+    try:
+        parsed = json.loads(_text(json_mode.body))
+    except ValueError:
+        parsed = None
+    found.verdicts.append(_judged("text", json_mode, parsed is not None, "the text parses as JSON"))
+    previous = plain.body.get("id")
+    chained = client.post(
+        RESPONSES, base | {"previous_response_id": previous, "input": "And tuples?"}
+    )
+    found.verdicts.append(
+        _judged(
+            "previous_response_id",
+            chained,
+            _is_response(chained),
+            "the engine continued a stored response",
+        )
+    )
+    return found
+
+
+def _follow(name: str, verdict: Verdict | None, spec: Rule) -> tuple[str, Rule]:
+    neutral = spec.pop("neutral", [])
+    if verdict is not None and verdict.outcome == HONOURED:
+        return f"{name}: follows the chat route's {verdict.field}: {verdict_line(verdict)}", {
+            "action": "pass",
+            **spec,
+        }
+    rule: Rule = {"action": "reject", **spec, "reason": "This engine does not honour it."}
+    if neutral:
+        rule["neutral"] = neutral
+    shown = verdict_line(verdict) if verdict is not None else "not probed"
+    return f"{name}: {shown}", rule
+
+
+def _text_rule(honoured: bool) -> Rule:
+    json_rule: Rule = (
+        {"action": "pass"}
+        if honoured
+        else {
+            "action": "reject",
+            "reason": "JSON mode and structured outputs are not supported by this engine.",
+        }
+    )
+    return {
+        "action": "pass",
+        "type": "object",
+        "fields": {
+            "format": {
+                "action": "pass",
+                "type": "object",
+                "select": {
+                    "key": "type",
+                    "rules": {
+                        "text": {"fields": {}},
+                        "json_object": json_rule,
+                        "json_schema": json_rule,
+                    },
+                },
+            },
+            "verbosity": {"action": "reject", "type": "string", "neutral": ["medium"]},
+        },
+    }
+
+
+def _input_rule() -> Rule:
+    text_part = {"fields": {"text": {"action": "pass", "type": "string", "required": True}}}
+    item = {
+        "type": {"action": "pass", "type": "string"},
+        "id": {"action": "pass", "type": "string"},
+    }
+
+    def role(part: str) -> Rule:
+        content = {
+            "action": "pass",
+            "type": ["string", "array"],
+            "required": True,
+            "select": {"key": "type", "rules": {part: text_part}},
+        }
+        return {"fields": {**item, "content": content}}
+
+    return {
+        "action": "pass",
+        "type": ["string", "array"],
+        "select": {
+            "key": "type",
+            "absent": "message",
+            "rules": {
+                "message": {
+                    "select": {
+                        "key": "role",
+                        "rules": {
+                            "user": role("input_text"),
+                            "system": role("input_text"),
+                            "developer": role("input_text"),
+                            "assistant": role("output_text"),
+                        },
+                    }
+                }
+            },
+        },
+    }
+
+
+def route_lines(found: ResponsesProbe, chat: Any, day: str) -> list[str]:
+    """The /v1/responses rules of the written policy (``chat``: the chat route's result)."""
+    indent = "      "
+    mode = "native" if found.native else "translate"
+    lines = [f"  {RESPONSES}:"]
+    lines += comment(
+        f"The engine's own /v1/responses (probed {day}): {found.detail}. Run the gateway with "
+        f"upstream.responses: {mode}.",
+        "    ",
+    )
+    lines += ["    fields:"]
+    lines += entry_lines("model", {"action": "pass", "type": "string", "required": True}, indent)
+    lines += entry_lines("instructions", {"action": "pass", "type": "string"}, indent)
+    lines += comment("Messages with text parts; other items and parts are refused.", indent)
+    lines += entry_lines("input", _input_rule(), indent)
+    for name, chat_name in _FOLLOWS.items():
+        spec = dict(PROBED[CHAT].get(chat_name, {"type": "integer", "minimum": 1}))
+        native = found.verdict(name)
+        if native is not None:
+            note, rule = _follow(name, native, spec)
+            note = f"{name}: {verdict_line(native)} (native)"
+        else:
+            note, rule = _follow(name, chat.verdict(chat_name) if chat is not None else None, spec)
+        lines += comment(note, indent)
+        lines += entry_lines(name, rule, indent)
+    json_verdict = found.verdict("text")
+    if json_verdict is None and chat is not None:
+        json_verdict = chat.verdict("response_format")
+    lines += comment(
+        f"text.format: {verdict_line(json_verdict) if json_verdict else 'not probed'}", indent
+    )
+    lines += entry_lines(
+        "text", _text_rule(json_verdict is not None and json_verdict.outcome == HONOURED), indent
+    )
+    lines += comment("Tool calling is not probed: refused until verified.", indent)
+    lines += entry_lines("tools", {"action": "reject", "type": "array", "neutral": [[]]}, indent)
+    for name, rule in _REFUSED.items():
+        lines += entry_lines(name, rule, indent)
+    chained = found.verdict("previous_response_id")
+    if found.native and chained is not None and chained.outcome != HONOURED:
+        lines += comment(f"previous_response_id: {verdict_line(chained)}", indent)
+        lines += entry_lines("previous_response_id", {"action": "reject", "type": "string"}, indent)
+    else:
+        lines += comment(
+            "Kept by the gateway's response store (store.backend) in translate mode.", indent
+        )
+        lines += entry_lines("previous_response_id", {"action": "pass", "type": "string"}, indent)
+    lines += entry_lines("store", {"action": "pass", "type": "boolean"}, indent)
+    for name in _BOOKKEEPING:
+        lines += entry_lines(name, {"action": "pass" if not found.native else "strip"}, indent)
+    lines.append("")
+    return lines
+
+
+def table_line(found: ResponsesProbe) -> str:
+    """One line for the probe's printed table."""
+    if not found.native:
+        return (
+            f"{RESPONSES}: not served natively ({found.detail}): use upstream.responses: translate"
+        )
+    judged = ", ".join(f"{v.field} {v.outcome}" for v in found.verdicts)
+    return f"{RESPONSES}: served natively ({judged}): upstream.responses: native is possible"

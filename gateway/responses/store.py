@@ -1,0 +1,191 @@
+"""The response store: what ``previous_response_id`` and GET/DELETE /v1/responses read.
+
+A stored response is one JSON record: its owner (who may read it), the
+``response`` object, this request's input items, and the items of the
+conversation before it. Backends, chosen by ``store.backend``: memory (one
+process), sqlite (a file: every worker of one host), redis (redisstore.py:
+every worker and pod). Each keeps records ``store.ttl`` seconds. A record is
+visible only to its owner; to anyone else it does not exist (404, as OpenAI
+answers for an unknown id). Backend failures are StoreUnavailable.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol
+
+import orjson
+
+from gateway.errors import StoreUnavailable
+from gateway.settings import Store
+
+
+@dataclass(slots=True)
+class StoredResponse:
+    """One stored response and the conversation that led to it."""
+
+    owner: str
+    response: dict[str, Any]
+    input: list[dict[str, Any]]
+    history: list[dict[str, Any]]
+
+    def dumps(self) -> bytes:
+        return orjson.dumps(
+            {
+                "owner": self.owner,
+                "response": self.response,
+                "input": self.input,
+                "history": self.history,
+            }
+        )
+
+    @classmethod
+    def loads(cls, data: bytes) -> StoredResponse:
+        value = orjson.loads(data)
+        return cls(value["owner"], value["response"], value["input"], value["history"])
+
+    def conversation(self) -> list[dict[str, Any]]:
+        """The items a response continuing this one starts from: history, input, output."""
+        return [*self.history, *self.input, *self.response.get("output", ())]
+
+
+def owner_of(client: str | None, authorization: bytes | None) -> str:
+    """Who may read a response: the API key's name when keys are on, else a digest of
+    the bearer credential the client sent (so two keys never see each other's)."""
+    if client is not None:
+        return f"key:{client}"
+    return "token:" + hashlib.sha256(authorization or b"").hexdigest()
+
+
+class ResponseStore(Protocol):
+    """Where responses are kept."""
+
+    async def put(self, record: StoredResponse) -> None: ...
+
+    async def get(self, response_id: str, owner: str) -> StoredResponse | None: ...
+
+    async def delete(self, response_id: str, owner: str) -> bool: ...
+
+    async def aclose(self) -> None: ...
+
+
+def visible(data: bytes | None, owner: str) -> StoredResponse | None:
+    """The record in ``data`` if ``owner`` may see it."""
+    if data is None:
+        return None
+    record = StoredResponse.loads(data)
+    return record if record.owner == owner else None
+
+
+class MemoryStore:
+    """A dict in this process (tests, one worker): gone when the process ends."""
+
+    def __init__(self, ttl: float) -> None:
+        self.ttl = ttl
+        self._records: dict[str, tuple[float, bytes]] = {}
+        self._puts = 0
+
+    async def put(self, record: StoredResponse) -> None:
+        now = time.monotonic()
+        self._puts += 1
+        if self._puts % 256 == 0:
+            self._records = {k: v for k, v in self._records.items() if v[0] > now}
+        self._records[record.response["id"]] = (now + self.ttl, record.dumps())
+
+    def _data(self, response_id: str) -> bytes | None:
+        entry = self._records.get(response_id)
+        if entry is None or entry[0] <= time.monotonic():
+            return None
+        return entry[1]
+
+    async def get(self, response_id: str, owner: str) -> StoredResponse | None:
+        return visible(self._data(response_id), owner)
+
+    async def delete(self, response_id: str, owner: str) -> bool:
+        if visible(self._data(response_id), owner) is None:
+            return False
+        del self._records[response_id]
+        return True
+
+    async def aclose(self) -> None:
+        self._records.clear()
+
+
+_SCHEMA = (
+    "CREATE TABLE IF NOT EXISTS responses "
+    "(id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires REAL NOT NULL, data BLOB NOT NULL)"
+)
+
+
+class SqliteStore:
+    """A SQLite file (WAL mode, so every worker of one host shares it); its calls run
+    on a thread, off the event loop."""
+
+    def __init__(self, path: Path, ttl: float) -> None:
+        self.ttl = ttl
+        self._lock = threading.Lock()
+        self._db = sqlite3.connect(path, check_same_thread=False, timeout=5.0)
+        self._db.execute("PRAGMA journal_mode=WAL")
+        self._db.execute(_SCHEMA)
+        self._db.commit()
+
+    async def _run(self, sql: str, args: tuple[Any, ...]) -> list[Any]:
+        def run() -> list[Any]:
+            with self._lock:
+                rows = self._db.execute(sql, args).fetchall()
+                self._db.commit()
+                return rows
+
+        try:
+            return await asyncio.to_thread(run)
+        except sqlite3.Error as exc:
+            raise StoreUnavailable(f"The response store failed ({exc}).") from exc
+
+    async def put(self, record: StoredResponse) -> None:
+        now = time.time()
+        await self._run("DELETE FROM responses WHERE expires <= ?", (now,))
+        await self._run(
+            "INSERT OR REPLACE INTO responses (id, owner, expires, data) VALUES (?, ?, ?, ?)",
+            (record.response["id"], record.owner, now + self.ttl, record.dumps()),
+        )
+
+    async def get(self, response_id: str, owner: str) -> StoredResponse | None:
+        rows = await self._run(
+            "SELECT data FROM responses WHERE id = ? AND owner = ? AND expires > ?",
+            (response_id, owner, time.time()),
+        )
+        return visible(rows[0][0], owner) if rows else None
+
+    async def delete(self, response_id: str, owner: str) -> bool:
+        rows = await self._run(
+            "DELETE FROM responses WHERE id = ? AND owner = ? AND expires > ? RETURNING id",
+            (response_id, owner, time.time()),
+        )
+        return bool(rows)
+
+    async def aclose(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+def make_store(settings: Store) -> ResponseStore | None:
+    """The backend ``store.backend`` names (None for none); Redis's module is imported
+    only when chosen."""
+    if settings.backend == "memory":
+        return MemoryStore(settings.ttl)
+    if settings.backend == "sqlite":
+        return SqliteStore(settings.path, settings.ttl)
+    if settings.backend == "redis":
+        module = importlib.import_module("gateway.responses.redisstore")
+        store: ResponseStore = module.RedisStore(
+            settings.url, ttl=settings.ttl, prefix=settings.key_prefix
+        )
+        return store
+    return None

@@ -1,0 +1,86 @@
+// Run by scripts/node-clients: each client's call through the gateway, checked, one
+// line each; exits 1 if any fails. GATEWAY_URL is the gateway's base URL.
+import OpenAI from "openai";
+import { generateText, streamText } from "ai";
+import { createOpenAI } from "@ai-sdk/openai";
+
+const baseURL = `${process.env.GATEWAY_URL}/v1`;
+const model = "Qwen3.8-Flash-Next";
+const prompt = "Invent a name for a cat.";
+let failed = 0;
+
+async function check(name, run) {
+  try {
+    const shown = await run();
+    console.log(`ok    ${name}: ${shown}`);
+  } catch (error) {
+    failed += 1;
+    console.log(`FAIL  ${name}: ${error?.stack ?? error}`);
+  }
+}
+
+function must(condition, what) {
+  if (!condition) throw new Error(`expected ${what}`);
+}
+
+const client = new OpenAI({ baseURL, apiKey: "sk-node", maxRetries: 0 });
+
+await check("openai-node responses.create", async () => {
+  const response = await client.responses.create({ model, input: prompt, max_output_tokens: 32 });
+  must(response.id.startsWith("resp_") && response.object === "response", "a response object");
+  must(response.output_text.length > 0, "text");
+  must(response.usage.input_tokens > 0 && response.usage.output_tokens > 0, "usage");
+  return `${response.status}, ${response.usage.output_tokens} tokens, ${JSON.stringify(response.output_text.slice(0, 40))}`;
+});
+
+await check("openai-node responses.stream", async () => {
+  const stream = client.responses.stream({ model, input: prompt, max_output_tokens: 400 });
+  const types = [];
+  for await (const event of stream) types.push(event.type);
+  const final = await stream.finalResponse();
+  must(types[0] === "response.created" && types.at(-1) === "response.completed", "the event sequence");
+  return `${types.length} events, ${final.usage.output_tokens} tokens`;
+});
+
+await check("openai-node rejected field", async () => {
+  try {
+    await client.responses.create({ model, input: prompt, tools: [{ type: "web_search" }] });
+  } catch (error) {
+    must(error.status === 400 && error.param === "tools[0].type", "400 naming tools[0].type");
+    return `400 ${error.param}: ${error.message.slice(0, 60)}`;
+  }
+  throw new Error("expected a 400");
+});
+
+const openai = createOpenAI({ baseURL, apiKey: "sk-node" });
+
+await check("ai generateText(openai(model))", async () => {
+  const { text, usage, finishReason } = await generateText({
+    model: openai(model),
+    prompt,
+    maxOutputTokens: 32,
+  });
+  must(text.length > 0, "text");
+  must(usage.outputTokens > 0, "usage");
+  return `${JSON.stringify(finishReason)}, ${usage.outputTokens} tokens, ${JSON.stringify(text.slice(0, 40))}`;
+});
+
+await check("ai streamText(openai(model))", async () => {
+  const result = streamText({
+    model: openai(model),
+    system: "Answer in a few words.",
+    messages: [{ role: "user", content: prompt }],
+    maxOutputTokens: 32,
+  });
+  let chunks = 0;
+  let text = "";
+  for await (const part of result.textStream) {
+    chunks += 1;
+    text += part;
+  }
+  const usage = await result.usage;
+  must(chunks > 0 && text.length > 0, "streamed text");
+  return `${chunks} text chunks, ${usage.outputTokens} tokens`;
+});
+
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,22 @@
+"""bench/responses_cost.py runs end to end (a few requests) and prints its table."""
+
+from __future__ import annotations
+
+import pytest
+
+from bench.responses_cost import main
+
+
+def test_the_bench_prints_chat_and_responses_rows(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--rounds", "1", "--number", "3"]) == 0
+    out = capsys.readouterr().out
+    rows = [line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| ")]
+    assert rows == [
+        "request",
+        "json chat",
+        "json responses",
+        "stream chat",
+        "stream responses",
+        "paced stream chat",
+        "paced stream responses",
+    ]
