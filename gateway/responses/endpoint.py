@@ -40,6 +40,7 @@ from gateway.responses.shape import output_of, response_object, usage_of
 from gateway.responses.store import ResponseStore, StoredResponse, owner_of
 from gateway.responses.stream import StreamTranslator
 from gateway.responses.translate import GATEWAY_ONLY, input_items, new_id, to_chat
+from gateway.routing.hint import HINT
 from gateway.state import GatewayState
 from gateway.upstream.base import UpstreamResponse
 
@@ -131,6 +132,12 @@ class ResponsesEndpoint(ProxyEndpoint):
                 param="input",
                 code="missing_required_parameter",
             )
+        hinter = self.state.hinter
+        if hinter is not None and hinter.affinity is not None:
+            # Keyed again by the conversation the engine reads, stored history included:
+            # a previous_response_id chain's turns share a content key as chat turns do.
+            keyed = {"messages": chat["messages"], "prompt_cache_key": body.get("prompt_cache_key")}
+            HINT.set(hinter.hint(keyed, headers, client=exchange.client, profile=profile))
         # Echoed as the client sent them, even where the policy kept them from the engine.
         echo = {k: body[k] for k in GATEWAY_ONLY if k in body} | approved
         _PLAN.set(

@@ -295,3 +295,31 @@ async def test_the_openai_sdks_prompt_cache_key_and_session_header_pick_the_repl
             ("prompt_cache_key", "home"): 3,
             ("header", "home"): 3,
         }
+
+
+@pytest.mark.anyio
+async def test_a_responses_conversation_chained_by_previous_response_id_stays_on_one_replica() -> (
+    None
+):
+    # Each turn sends only its new input; the content key comes from the conversation
+    # the engine reads (the stored history first), so every turn has the first's key.
+    env = {**AFFINITY, "FT_GATEWAY_STORE__BACKEND": "memory"}
+    async with fleet(3, **env) as (url, balancer, engines):
+        async with httpx.AsyncClient(base_url=url) as client:
+            for conversation in ("alpha", "beta", "gamma", "delta"):
+                previous = None
+                for n in range(4):
+                    body: dict[str, Any] = {
+                        "model": MODEL,
+                        "instructions": "You answer in one line.",
+                        "input": f"{conversation} question {n}",
+                    }
+                    if previous is not None:
+                        body["previous_response_id"] = previous
+                    response = await client.post("/v1/responses", json=body)
+                    assert response.status_code == 200, response.text
+                    previous = response.json()["id"]
+        for conversation in ("alpha", "beta", "gamma", "delta"):
+            landed = where(engines, conversation)
+            assert len(landed) == 4 and len(set(landed)) == 1, (conversation, landed)
+        assert balancer.tallies.placements == {("content", "home"): 16}

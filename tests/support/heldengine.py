@@ -41,7 +41,22 @@ class HeldEngine:
             future = asyncio.get_running_loop().create_future()
             self.waiting.append(future)
             await future
-        return JSONResponse({"object": "chat.completion", "model": body["model"], "choices": []})
+        return JSONResponse(
+            {
+                "id": f"chatcmpl-{self.arrived}",
+                "object": "chat.completion",
+                "created": 0,
+                "model": body["model"],
+                "choices": [
+                    {
+                        "index": 0,
+                        "message": {"role": "assistant", "content": "ok"},
+                        "finish_reason": "stop",
+                    }
+                ],
+                "usage": {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4},
+            }
+        )
 
     async def models(self, request: Request) -> Response:
         return JSONResponse({"object": "list", "data": [{"id": MODEL}]})
