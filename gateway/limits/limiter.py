@@ -34,7 +34,7 @@ from gateway.limits.local import LocalStore
 from gateway.limits.meter import Usage
 from gateway.limits.redisstore import RedisStore
 from gateway.limits.resp import RedisCommandError
-from gateway.limits.shared import SharedStore
+from gateway.limits.shared import SharedStore, TableFull
 
 logger = logging.getLogger("gateway.limits")
 ANONYMOUS = "(no key)"  # the one bucket of every request when API keys are off
@@ -133,6 +133,18 @@ class Limiter:
             return self._without_store(bucket, limit, tokens)
         try:
             verdict, lease = await self.store.acquire(bucket, limit, tokens)
+        except TableFull as exc:
+            # Only this key is refused: the keys already in the table are still limited.
+            logger.error(
+                "%s: key %r is refused; the redis store has no such bound",
+                exc,
+                bucket,
+                extra={"event": "rate_limit_store", "store": self.store.kind, "state": "full"},
+            )
+            raise LimiterUnavailable(
+                f"The rate limiter has no room for this API key ({exc}).",
+                headers={"Retry-After": "60"},
+            ) from exc
         except _STORE_ERRORS as exc:
             self._failed(exc)
             return self._without_store(bucket, limit, tokens)

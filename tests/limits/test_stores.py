@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from gateway.limits.config import RateLimit
+from gateway.errors import LimiterUnavailable
+from gateway.limits.config import RateLimit, RateLimits
 from gateway.limits.config import RedisStore as RedisConfig
 from gateway.limits.gcra import Limit, acquire, release, resolve
-from gateway.limits.limiter import Store
+from gateway.limits.limiter import Limiter, Store
 from gateway.limits.local import LocalStore
 from gateway.limits.redisstore import RedisStore
 from gateway.limits.shared import SharedStore, TableFull
@@ -159,3 +160,19 @@ def test_release_never_credits_past_a_full_bucket() -> None:
     release(state, limit, 1000.0, reserved=30, used=0)
     assert state[1] == 1000.0 and state[3] == 0
     assert acquire(state, limit, 1000.0, 60).tokens_remaining == 0
+
+
+@pytest.mark.anyio
+async def test_a_key_the_full_shared_table_has_no_room_for_is_refused_alone(
+    tmp_path: Path,
+) -> None:
+    store = SharedStore(tmp_path, worker_index=0, slots=2)
+    limiter = Limiter(RateLimits(default=RateLimit(requests_per_minute=100)), store)
+    for name in ("a", "b"):
+        assert await limiter.admit(name, None, tokens=1) is not None
+    with pytest.raises(LimiterUnavailable, match="no room for this API key"):
+        await limiter.admit("c", None, tokens=1)
+    # Not a store failure: the keys already there are still limited, not let through.
+    assert limiter.health.down_since is None
+    assert await limiter.admit("a", None, tokens=1) is not None
+    await store.aclose()
