@@ -36,6 +36,7 @@ from gateway.proxy.headers import DROP_DOWNSTREAM, filter_headers
 from gateway.proxy.relay import stream_cut_short, stream_too_large
 from gateway.proxy.responder import Responder
 from gateway.responses.chunks import ChunkReader
+from gateway.responses.roles import instructions_role
 from gateway.responses.shape import output_of, response_object, usage_of
 from gateway.responses.store import ResponseStore, StoredResponse, owner_of
 from gateway.responses.stream import StreamTranslator
@@ -125,7 +126,8 @@ class ResponsesEndpoint(ProxyEndpoint):
         previous = approved.get("previous_response_id")
         history = [] if previous is None else await read_history(self.store, previous, owner)
         items = input_items(approved.get("input"), ids=store)
-        chat = to_chat(approved, [*history, *items], first=len(history))
+        role = instructions_role(self.state.policy, profile)
+        chat = to_chat(approved, [*history, *items], first=len(history), instructions_role=role)
         if not chat["messages"]:
             raise InvalidRequest(
                 "Missing required parameter: 'input'.",

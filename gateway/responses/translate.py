@@ -255,9 +255,16 @@ def _reasoning(reasoning: dict[str, Any], chat: dict[str, Any]) -> None:
             raise _refuse(f"reasoning.{key}", "has no chat-completions equivalent for this engine.")
 
 
-def to_chat(body: dict[str, Any], items: list[dict[str, Any]], *, first: int) -> dict[str, Any]:
+def to_chat(
+    body: dict[str, Any],
+    items: list[dict[str, Any]],
+    *,
+    first: int,
+    instructions_role: str = "system",
+) -> dict[str, Any]:
     """The chat-completions body for a policy-approved Responses ``body`` whose whole
-    conversation (stored history, then this request's input) is ``items``."""
+    conversation (stored history, then this request's input) is ``items``;
+    ``instructions`` become the first message, in ``instructions_role``."""
     chat: dict[str, Any] = {}
     messages: list[dict[str, Any]] = []
     for name, value in body.items():
@@ -272,7 +279,7 @@ def to_chat(body: dict[str, Any], items: list[dict[str, Any]], *, first: int) ->
         if value is None:
             continue
         if name == "instructions":
-            messages.append({"role": "system", "content": value})
+            messages.append({"role": instructions_role, "content": value})
         elif name == "max_output_tokens":
             chat["max_tokens"] = value
         elif name == "text":
