@@ -29,12 +29,13 @@ def _not_found(response_id: str) -> NotFound:
     return NotFound(f"No response found with id '{response_id}'.", param="response_id", code=None)
 
 
-def _no_store() -> NotFound:
-    return NotFound(
-        "This gateway keeps no responses (store.backend is 'none').",
-        param="response_id",
-        code=None,
+def _no_store(mode: str) -> NotFound:
+    why = (
+        "in native mode (upstream.responses: native) the engine keeps its own responses"
+        if mode == "native"
+        else "store.backend is 'none'"
     )
+    return NotFound(f"This gateway keeps no responses ({why}).", param="response_id", code=None)
 
 
 def _json(data: Any, status: int = 200) -> Response:
@@ -119,7 +120,7 @@ class StoredResponses:
             exchange.client, _ = self.state.authenticate(headers)
         response_id = request.path_params["response_id"]
         if self.store is None:
-            raise _no_store()
+            raise _no_store(self.state.settings.upstream.responses)
         authorization = next((v for n, v in headers if n == b"authorization"), None)
         owner = owner_of(exchange.client, authorization)
         if request.method == "DELETE":

@@ -42,6 +42,7 @@ async def test_forwarded_to_the_engine_responses_route_as_sent() -> None:
     assert json.loads(sent.content) == body
     assert refused.status_code == 400 and refused.json()["error"]["param"] == "tools[0].type"
     assert missing.status_code == 404  # the engine keeps its own responses
+    assert "native mode" in missing.json()["error"]["message"]
 
 
 async def test_engine_errors_are_normalised() -> None:
