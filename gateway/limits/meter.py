@@ -19,6 +19,7 @@ from typing import Any
 import orjson
 
 _KEY = b'"usage"'
+_COMPACT_NULL = b',"usage":null'
 _NULL_AFTER = re.compile(rb'\s*,\s*"usage"\s*:\s*null(?=\s*[,}])')
 _NULL_BEFORE = re.compile(rb'"usage"\s*:\s*null\s*,\s*')
 
@@ -69,6 +70,10 @@ def answer_usage(data: bytes) -> Usage | None:
 
 def without_null_usage(payload: bytes) -> bytes:
     """``payload`` (one chunk's JSON) with its ``"usage": null`` member cut out."""
+    if _COMPACT_NULL in payload:
+        # As engines write it (compact JSON): a plain cut, a tenth of the regex's time.
+        # Inside a JSON string the quotes would be escaped, so this is the member.
+        return payload.replace(_COMPACT_NULL, b"", 1)
     cut, count = _NULL_AFTER.subn(b"", payload, count=1)
     if count:
         return cut
@@ -87,11 +92,19 @@ class StreamMeter:
         """What the client gets of ``block``."""
         if _KEY not in block:
             return block
+        # The usual chunk, as engines write it (compact JSON), with its one usage key
+        # null: cut out in place, or nothing to count (a few scans, no parse).
+        if self.hide:
+            cut = block.replace(_COMPACT_NULL, b"", 1)
+            if len(cut) != len(block) and _KEY not in cut:
+                return cut
+        elif _COMPACT_NULL in block and block.count(_KEY) == 1:
+            return block
         if b"\r" in block:
             return self._event(block) if self.hide else self._read_only(block)
-        events = block.split(b"\n\n")
-        if len(events) == 2:  # one event: the hot path
+        if block.count(b"\n\n") == 1:  # one event: the hot path
             return self._event(block)
+        events = block.split(b"\n\n")
         return b"".join(self._event(e + b"\n\n") for e in events[:-1])
 
     def _read_only(self, block: bytes) -> bytes:

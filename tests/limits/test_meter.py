@@ -63,6 +63,11 @@ def test_answer_usage_and_sums() -> None:
             b'data: {"choices":[{"i":1}]}\n\n',
         ),
         (b"data: [DONE]\n\n", b"data: [DONE]\n\n"),
+        # Two chunks in one block: each one's null goes.
+        (
+            b'data: {"id":"x","usage":null}\n\ndata: {"id":"y","usage":null}\n\n',
+            b'data: {"id":"x"}\n\ndata: {"id":"y"}\n\n',
+        ),
     ],
 )
 def test_hidden_usage_is_removed(events: bytes, shown: bytes) -> None:
