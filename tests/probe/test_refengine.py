@@ -379,7 +379,11 @@ def test_the_written_policy_lets_through_what_the_engine_renders(
     gateway: openai.OpenAI, name: str
 ) -> None:
     answer = _chat(gateway, DECISIONS[name]["messages"])
-    assert answer.choices[0].message.content
+    # Passed and answered (a 400 would raise). Not the text itself: the reference
+    # model samples, and its first token may be the end of the answer (content "").
+    [choice] = answer.choices
+    assert choice.message.role == "assistant" and choice.finish_reason in ("stop", "length")
+    assert answer.usage is not None and answer.usage.prompt_tokens > 0
 
 
 @pytest.mark.parametrize("route", [CHAT, COMPLETIONS])
