@@ -37,7 +37,7 @@ import orjson
 import redis
 import redis.asyncio as aioredis
 
-from bench.fanout_cost import BODY, _Call, fake_engine
+from bench.inprocess import BODY, Call, fake_engine
 from bench.table import format_number, markdown
 from gateway.app.factory import create_app
 from gateway.limits.config import RateLimits
@@ -185,7 +185,7 @@ async def _requests(
 
 
 async def _one(app: Any, body: bytes) -> None:
-    call = _Call(body, [])
+    call = Call(body, [])
     await app(call.scope, call.receive, call.send)
     if call.status != 200:
         raise SystemExit(f"the gateway answered {call.status}")
