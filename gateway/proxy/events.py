@@ -39,7 +39,9 @@ def _event_end(data: bytes) -> int:
     return max(lf + 2 if lf >= 0 else 0, crlf + 4 if crlf >= 0 else 0)
 
 
-def _check_data(payload: bytes) -> GatewayError | None:
+def parse_data(payload: bytes) -> dict[str, Any] | GatewayError:
+    """An event's ``data`` as the chunk object it must be, or the failure that ends the
+    stream: not JSON, not an object, or the engine's own error event."""
     try:
         value = orjson.loads(payload)
     except orjson.JSONDecodeError:
@@ -48,7 +50,12 @@ def _check_data(payload: bytes) -> GatewayError | None:
         return UpstreamProtocolError("The engine sent a stream event that is not a JSON object.")
     if "error" in value:
         return EngineStreamError(engine_error_object(value, status=None))
-    return None
+    return value
+
+
+def _check_data(payload: bytes) -> GatewayError | None:
+    value = parse_data(payload)
+    return value if isinstance(value, GatewayError) else None
 
 
 class EventSplitter:

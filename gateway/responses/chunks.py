@@ -13,25 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import orjson
-
 from gateway.errors import GatewayError, UpstreamProtocolError
-from gateway.proxy.engineerrors import engine_error_object
-from gateway.proxy.events import MAX_EVENT_BYTES, EngineStreamError
+from gateway.proxy.events import MAX_EVENT_BYTES, parse_data
 
 _FIELDS = frozenset({b"data", b"event", b"id", b"retry"})
-
-
-def _value(payload: bytes) -> dict[str, Any] | GatewayError:
-    try:
-        value = orjson.loads(payload)
-    except orjson.JSONDecodeError:
-        return UpstreamProtocolError("The engine sent a stream event that is not valid JSON.")
-    if not isinstance(value, dict):
-        return UpstreamProtocolError("The engine sent a stream event that is not a JSON object.")
-    if "error" in value:
-        return EngineStreamError(engine_error_object(value, status=None))
-    return value
 
 
 class ChunkReader:
@@ -50,7 +35,7 @@ class ChunkReader:
                 if payload == b"[DONE]":
                     self.done = True
                     return [], None
-                value = _value(payload)
+                value = parse_data(payload)
                 if isinstance(value, GatewayError):
                     return [], value
                 return [value], None
@@ -81,7 +66,7 @@ class ChunkReader:
             if payload == b"[DONE]":
                 self.done = True
                 return chunks, None
-            value = _value(payload)
+            value = parse_data(payload)
             if isinstance(value, GatewayError):
                 return chunks, value
             chunks.append(value)
