@@ -5,6 +5,7 @@ developer message: as it is where the policy passes it, renamed where it renames
 from __future__ import annotations
 
 import json
+import textwrap
 
 import pytest
 
@@ -19,7 +20,28 @@ from tests.support.responses import RESPONSES, responses_request
 OPEN = FIXTURES / "policies" / "responses-open.yaml"
 
 
+def _input_rule(developer: str, indent: int) -> str:
+    """The ``input`` field's rule: message items by role, developer's rule as given."""
+    lines = f"""input:
+  action: pass
+  type: [string, array]
+  select:
+    key: type
+    absent: message
+    rules:
+      message:
+        select:
+          key: role
+          rules:
+            user: {{}}
+            system: {{}}
+            developer: {developer}"""
+    return textwrap.indent(lines, " " * indent).lstrip()
+
+
 def _message_rules(developer: str) -> Policy:
+    """A policy whose developer messages get ``developer``; its profile ``strict``
+    refuses them."""
     return Policy(
         parse_policy_text(
             f"""
@@ -28,38 +50,13 @@ routes:
   /v1/responses:
     fields:
       model: {{action: pass, type: string, required: true}}
-      input:
-        action: pass
-        type: [string, array]
-        select:
-          key: type
-          absent: message
-          rules:
-            message:
-              select:
-                key: role
-                rules:
-                  user: {{}}
-                  system: {{}}
-                  developer: {developer}
+      {_input_rule(developer, 6)}
 profiles:
   strict:
     routes:
       /v1/responses:
         fields:
-          input:
-            action: pass
-            type: [string, array]
-            select:
-              key: type
-              absent: message
-              rules:
-                message:
-                  select:
-                    key: role
-                    rules:
-                      user: {{}}
-                      developer: {{action: reject}}
+          {_input_rule("{action: reject}", 10)}
 """
         )
     )
