@@ -17,15 +17,14 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
 from prometheus_client.metrics_core import (
     CounterMetricFamily,
     GaugeMetricFamily,
-    HistogramMetricFamily,
     Metric,
 )
 
@@ -33,7 +32,7 @@ from gateway.errors import UpstreamError
 from gateway.limits.limiter import Limiter
 from gateway.limits.meter import Usage
 from gateway.observe.exchange import Exchange
-from gateway.observe.histogram import BOUNDS as _BOUNDS
+from gateway.observe.families import add_counts, counter, histogram
 from gateway.observe.histogram import LATENCY_BUCKETS as LATENCY_BUCKETS
 from gateway.observe.histogram import Histogram as Histogram
 from gateway.observe.routingmetrics import RoutingTallies, routing_families
@@ -94,16 +93,16 @@ class Tallies:
 
     def merge(self, other: Tallies) -> None:
         """Add ``other``'s numbers to these (another worker's, for one scrape)."""
-        _add(self.requests, other.requests)
-        _add(self.decisions, other.decisions)
-        _add(self.upstream_errors, other.upstream_errors)
-        _add(self.disconnects, other.disconnects)
-        _add(self.reloads, other.reloads)
-        _add(self.clients, other.clients)
-        _add(self.tokens, other.tokens)
-        _add(self.client_tokens, other.client_tokens)
-        _add(self.usage_missing, other.usage_missing)
-        _add(self.rate_limited, other.rate_limited)
+        add_counts(self.requests, other.requests)
+        add_counts(self.decisions, other.decisions)
+        add_counts(self.upstream_errors, other.upstream_errors)
+        add_counts(self.disconnects, other.disconnects)
+        add_counts(self.reloads, other.reloads)
+        add_counts(self.clients, other.clients)
+        add_counts(self.tokens, other.tokens)
+        add_counts(self.client_tokens, other.client_tokens)
+        add_counts(self.usage_missing, other.usage_missing)
+        add_counts(self.rate_limited, other.rate_limited)
         self.limit_store_errors += other.limit_store_errors
         self.limit_store_bypassed += other.limit_store_bypassed
         for hists, others in ((self.latency, other.latency), (self.ttfb, other.ttfb)):
@@ -114,11 +113,6 @@ class Tallies:
         self.trace_spans_dropped += other.trace_spans_dropped
         self.policy = self.policy or other.policy
         self.routing.merge(other.routing)
-
-
-def _add(mine: dict[K, int], theirs: dict[K, int]) -> None:
-    for key, value in theirs.items():
-        mine[key] = mine.get(key, 0) + value
 
 
 class _Capped:
@@ -278,13 +272,13 @@ class Metrics:
 
 def families(t: Tallies) -> Iterator[Metric]:
     """Prometheus metric families for ``t``."""
-    yield _counter(
+    yield counter(
         "ft_gateway_requests",
         "Requests answered, by route, model and HTTP status (499: the client left first).",
         ["route", "model", "status"],
         t.requests,
     )
-    yield _counter(
+    yield counter(
         "ft_gateway_policy_decisions",
         "Fields the policy acted on, by route, field and action "
         "(rejected, neutral, stripped, renamed, defaulted).",
@@ -305,14 +299,7 @@ def families(t: Tallies) -> Iterator[Metric]:
             t.ttfb,
         ),
     ):
-        family = HistogramMetricFamily(name, doc, labels=["route"])
-        for route, hist in list(hists.items()):
-            cumulative, buckets = 0, []
-            for bound, count in zip(_BOUNDS, hist.counts, strict=True):
-                cumulative += count
-                buckets.append((bound, cumulative))
-            family.add_metric([route], buckets, hist.total)
-        yield family
+        yield histogram(name, doc, ["route"], hists)
 
     yield GaugeMetricFamily(
         "ft_gateway_requests_in_flight", "Requests being handled.", value=t.in_flight
@@ -322,45 +309,45 @@ def families(t: Tallies) -> Iterator[Metric]:
         "Streaming requests sent to the engine and not finished.",
         value=t.streams_in_flight,
     )
-    yield _counter(
+    yield counter(
         "ft_gateway_upstream_errors",
         "Engine failures by kind: the gateway's error code (unreachable, timeout, protocol "
         "error, ...), or engine_5xx for an engine answer with a 5xx status.",
         ["kind"],
         t.upstream_errors,
     )
-    yield _counter(
+    yield counter(
         "ft_gateway_client_disconnects",
         "Requests whose client hung up before the answer was complete.",
         ["route"],
         t.disconnects,
     )
-    yield _counter(
+    yield counter(
         "ft_gateway_client_requests",
         "Requests by API key name and HTTP status (only when API keys are on).",
         ["client", "status"],
         t.clients,
     )
-    yield _counter(
+    yield counter(
         "ft_gateway_tokens",
         "Tokens the engine reported in its usage, by route, model and kind "
         "(prompt, completion, total).",
         ["route", "model", "kind"],
         t.tokens,
     )
-    yield _counter(
+    yield counter(
         "ft_gateway_client_tokens",
         "Tokens the engine reported, by API key name and kind (only when API keys are on).",
         ["client", "kind"],
         t.client_tokens,
     )
-    yield _counter(
+    yield counter(
         "ft_gateway_usage_missing",
         "Answered requests whose engine reported no usage (their tokens are not counted).",
         ["route"],
         t.usage_missing,
     )
-    yield _counter(
+    yield counter(
         "ft_gateway_rate_limited",
         "Requests refused with 429, by API key name and the limit that refused them.",
         ["client", "limit"],
@@ -382,7 +369,7 @@ def families(t: Tallies) -> Iterator[Metric]:
         "Trace spans lost: the export queue was full or the collector failed (tracing on).",
         value=t.trace_spans_dropped,
     )
-    yield _counter(
+    yield counter(
         "ft_gateway_policy_reloads",
         "Policy reloads by result: loaded, unchanged, failed (the old policy stays live).",
         ["result"],
@@ -405,14 +392,3 @@ def families(t: Tallies) -> Iterator[Metric]:
     yield info
     yield loaded
     yield from routing_families(t.routing)
-
-
-def _counter(
-    name: str, doc: str, labels: list[str], tally: Mapping[Any, int]
-) -> CounterMetricFamily:
-    """A counter family from a tally keyed by one label value or a tuple of them."""
-    family = CounterMetricFamily(name, doc, labels=labels)
-    for key, n in list(tally.items()):
-        values = key if isinstance(key, tuple) else (key,)
-        family.add_metric([str(v) for v in values], n)
-    return family

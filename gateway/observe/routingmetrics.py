@@ -9,19 +9,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
-from prometheus_client.metrics_core import (
-    CounterMetricFamily,
-    GaugeMetricFamily,
-    HistogramMetricFamily,
-    Metric,
-)
+from prometheus_client.metrics_core import Metric
 
-from gateway.observe.histogram import BOUNDS, Histogram
+from gateway.observe.families import add_counts, counter, gauge, histogram
+from gateway.observe.histogram import Histogram
 
 QUEUE_OUTCOMES = ("admitted", "timeout", "left")
-K = TypeVar("K")
 
 
 @dataclass
@@ -51,9 +46,9 @@ class RoutingTallies:
 
     def merge(self, other: RoutingTallies) -> None:
         """Add another worker's numbers to these."""
-        _add(self.placements, other.placements)
+        add_counts(self.placements, other.placements)
         for name in ("replica_requests", "shed", "queue_depth", "replica_in_flight", "replicas"):
-            _add(getattr(self, name), getattr(other, name))
+            add_counts(getattr(self, name), getattr(other, name))
         for outcome, hist in other.waits.items():
             self.waits.setdefault(outcome, Histogram()).merge(hist)
 
@@ -99,74 +94,53 @@ class RoutingTallies:
         )
 
 
-def _add(mine: dict[K, int], theirs: dict[K, int]) -> None:
-    for key, value in theirs.items():
-        mine[key] = mine.get(key, 0) + value
-
-
 def routing_families(t: RoutingTallies) -> Iterator[Metric]:
     """The Prometheus families of ``t``."""
-    placements = CounterMetricFamily(
+    yield counter(
         "ft_gateway_routing_placements",
         "Requests placed on a replica, by affinity key source (none: no key) and placement: "
         "home (the key's own replica), spilled (the next one: home was over the load bound) "
         "or least_in_flight.",
-        labels=["source", "placement"],
+        ["source", "placement"],
+        t.placements,
     )
-    for (source, placement), n in list(t.placements.items()):
-        placements.add_metric([source, placement], n)
-    yield placements
-    served = CounterMetricFamily(
-        "ft_gateway_replica_requests", "Requests sent to each engine replica.", labels=["replica"]
+    yield counter(
+        "ft_gateway_replica_requests",
+        "Requests sent to each engine replica.",
+        ["replica"],
+        t.replica_requests,
     )
-    for replica, n in list(t.replica_requests.items()):
-        served.add_metric([replica], n)
-    yield served
-    in_flight = GaugeMetricFamily(
+    yield gauge(
         "ft_gateway_replica_in_flight",
         "Requests in flight on each engine replica (the load the router counts).",
-        labels=["replica"],
+        ["replica"],
+        t.replica_in_flight,
     )
-    for replica, n in list(t.replica_in_flight.items()):
-        in_flight.add_metric([replica], n)
-    yield in_flight
-    states = GaugeMetricFamily(
+    yield gauge(
         "ft_gateway_replicas",
         "Engine replicas by state: in_service, ejected (failed a connect), draining "
         "(gone from DNS, finishing its requests).",
-        labels=["state"],
+        ["state"],
+        t.replicas,
     )
-    for state, n in list(t.replicas.items()):
-        states.add_metric([state], n)
-    yield states
-    depth = GaugeMetricFamily(
+    yield gauge(
         "ft_gateway_queue_depth",
         "Requests waiting in the gateway's queue for a replica below upstream.max_in_flight, "
         "by priority (interactive, batch).",
-        labels=["priority"],
+        ["priority"],
+        t.queue_depth,
     )
-    for priority, n in list(t.queue_depth.items()):
-        depth.add_metric([priority], n)
-    yield depth
-    waits = HistogramMetricFamily(
+    yield histogram(
         "ft_gateway_queue_wait_seconds",
         "Time requests spent in the queue, by outcome: admitted (sent to a replica), timeout "
         "(answered 503), left (the client hung up while waiting).",
-        labels=["outcome"],
+        ["outcome"],
+        t.waits,
     )
-    for outcome, hist in list(t.waits.items()):
-        cumulative, buckets = 0, []
-        for bound, count in zip(BOUNDS, hist.counts, strict=True):
-            cumulative += count
-            buckets.append((bound, cumulative))
-        waits.add_metric([outcome], buckets, hist.total)
-    yield waits
-    shed = CounterMetricFamily(
+    yield counter(
         "ft_gateway_queue_shed",
         "Requests answered 503 by the queue: full (upstream.queue.size waiting already) or "
         "timeout (waited upstream.queue.timeout).",
-        labels=["reason"],
+        ["reason"],
+        t.shed,
     )
-    for reason, n in list(t.shed.items()):
-        shed.add_metric([reason], n)
-    yield shed
