@@ -37,6 +37,7 @@ from starlette.applications import Starlette
 from bench.table import format_number, markdown
 from gateway._types import Headers, Message
 from gateway.app.factory import create_app
+from gateway.routing.hint import NO_HINT, Hint
 from gateway.settings import load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -95,7 +96,9 @@ class _Response:
 class InProcessEngine:
     """An UpstreamClient that answers every request at once, as a stream if asked."""
 
-    async def request(self, method: str, path: str, *, headers: Headers, body: bytes) -> _Response:
+    async def request(
+        self, method: str, path: str, *, headers: Headers, body: bytes, hint: Hint = NO_HINT
+    ) -> _Response:
         return _Response(b'"stream":true' in body)
 
     async def aclose(self) -> None:

@@ -11,6 +11,7 @@ from gateway import __version__
 from gateway.app.factory import create_app
 from gateway.commands import check, explain, schema
 from gateway.probe import command as probe_command
+from gateway.routes import ROUTE_NAMES
 from gateway.serving.server import run_server
 from gateway.serving.workers import available_cpus, serve_workers
 from gateway.settings import config_path, load_settings
@@ -67,8 +68,9 @@ def _add_policy_commands(sub: Any) -> None:
     p.add_argument("--config", help="config file naming the policy")
     p.add_argument(
         "--route",
-        choices=["/v1/chat/completions", "/v1/completions"],
-        help="default: completions if the body has 'prompt' and no 'messages'",
+        choices=ROUTE_NAMES,
+        help="default: guessed from the body (completions for 'prompt', responses for 'input', "
+        "chat for 'messages')",
     )
     p.add_argument("--profile", help="apply this API-key profile's overlay")
     p.add_argument(

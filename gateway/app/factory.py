@@ -34,13 +34,17 @@ from gateway.policy.engine import Policy
 from gateway.policy.loading import load_policy_file
 from gateway.proxy.endpoint import ProxyEndpoint
 from gateway.proxy.headers import request_id_of
-from gateway.responses.routes import responses_endpoint, stored_routes
+from gateway.proxy.mount import make_route
+from gateway.proxy.openai import ModelsRoute
+from gateway.responses.routes import stored_routes
 from gateway.responses.store import make_store
+from gateway.routes import ROUTES
 from gateway.routing.hint import Hinter
 from gateway.settings import Settings
 from gateway.state import GatewayState
 from gateway.upstream.balancer import Balancer
 from gateway.upstream.discovery import discovering
+from gateway.upstream.engines import Engines
 from gateway.upstream.factory import make_upstream
 from gateway.yamlsource import Problem, SourceError
 
@@ -172,20 +176,21 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        state.upstream = make_upstream(settings, transport=transport)
-        if isinstance(state.upstream, Balancer):
-            metrics.tallies.routing = state.upstream.tallies
-            metrics.routing_gauges = state.upstream.gauges
+        state.engines = engines = Engines(make_upstream(settings, transport=transport))
+        for pool in engines.pools():
+            if isinstance(pool, Balancer):
+                metrics.tallies.routing = pool.tallies
+                metrics.routing_gauges = pool.gauges
         try:
             async with (
                 reloader.running(watch=settings.watch_policy),
                 exposure.serving(),
-                discovering(state.upstream, settings.upstream.dns),
+                discovering(engines.upstream_for(None), settings.upstream.dns),
             ):
                 yield
         finally:
             try:
-                await state.upstream.aclose()
+                await engines.aclose()
                 if store is not None:
                     await store.aclose()
                 if state.limiter is not None:
@@ -197,11 +202,10 @@ def create_app(
                     await asyncio.to_thread(state.tracer.shutdown, bound)
 
     proxied = {
-        ("POST", "/v1/chat/completions"): ProxyEndpoint(state, route="/v1/chat/completions"),
-        ("POST", "/v1/completions"): ProxyEndpoint(state, route="/v1/completions"),
-        ("POST", "/v1/responses"): responses_endpoint(state, store),
-        ("GET", "/v1/models"): ProxyEndpoint(state, route=None),
+        ("POST", path): ProxyEndpoint(state, make_route(state, path, store=store))
+        for path in ROUTES
     }
+    proxied["GET", "/v1/models"] = ProxyEndpoint(state, ModelsRoute(state))
     routes = [Route(path, endpoint, methods=[m]) for (m, path), endpoint in proxied.items()]
     routes += [
         *stored_routes(state, store),

@@ -34,11 +34,17 @@ class Usage:
 
 
 def usage_of(value: Any) -> Usage | None:
-    """A Usage from an OpenAI usage object; None unless its counts are integers."""
+    """A Usage from an OpenAI usage object (chat and completions' ``prompt_tokens`` and
+    ``completion_tokens``, or the Responses API's ``input_tokens`` and ``output_tokens``);
+    None unless its counts are integers. The one reader of usage: every route's, the
+    limiter's, the metrics' and the trace's."""
     if not isinstance(value, dict):
         return None
     prompt = value.get("prompt_tokens")
     completion = value.get("completion_tokens")
+    if prompt is None and completion is None:
+        prompt = value.get("input_tokens")
+        completion = value.get("output_tokens")
     if type(prompt) is not int or type(completion) is not int:
         return None
     total = value.get("total_tokens")

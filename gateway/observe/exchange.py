@@ -1,8 +1,10 @@
 """One proxied request as the operator sees it, and the observers that record it.
 
-The proxy fills an Exchange as the request goes (policy outcomes, engine status,
-time to first byte, bytes sent) and hands it to the Observer when it ends:
-metrics and the access log are Observers. Nothing here touches request bodies.
+The Exchange is the record of a request's Call (proxy/call.py): the call writes
+it as the request goes (policy outcomes, engine status, time to first byte,
+usage) and hands it, finished, to the Observer when it ends: metrics, the
+access log and tracing are Observers, and they read what it holds, computing
+nothing twice (``verdict``). Nothing here touches request bodies.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any, Protocol
 from gateway._types import Headers
 from gateway.errors import GatewayError
 from gateway.limits.meter import Usage
-from gateway.policy.engine import Outcome
+from gateway.policy.engine import Outcome, verdict
 
 # The route label of a request to a path the gateway does not serve (one label for
 # all: the paths are the client's to choose, so they are never labels themselves).
@@ -46,18 +48,34 @@ class Exchange:
     policed: bool = True  # False: a route the policy has no say in (a 404, a stored response)
     usage: Usage | None = None  # the tokens the engine reported
     rate_limited: str | None = None  # the limit that refused the request (429)
+    engine_error: bool = False  # the error the client got is the engine's own answer
+    _verdict: str | None = None
 
     def failed(self, exc: GatewayError) -> None:
         """Record an error the client was told about (as a status or, mid-stream, an event)."""
         self.error_code = exc.code
 
+    def relayed_error(self, error: dict[str, Any]) -> None:
+        """Record the engine's error answer the client got (normalised): its code, or
+        its type where it has none."""
+        self.error_code = error.get("code") or error.get("type")
+        self.engine_error = True
+
+    @property
+    def verdict(self) -> str | None:
+        """The policy's word on this request (see policy.engine.verdict), worked out
+        once; None where no policy applies (a 404, a stored response)."""
+        if self._verdict is None and self.route is not None and self.policed:
+            self._verdict = verdict(self.outcomes)
+        return self._verdict
+
 
 class TraceHooks(Protocol):
     """One request's trace, told what the answer said (observe/tracing.py's Trace)."""
 
-    def answer(self, data: bytes) -> None: ...
+    def answer(self, body: Any) -> None: ...
 
-    def events(self, events: bytes) -> None: ...
+    def chunks(self, chunks: list[Any]) -> None: ...
 
 
 class Observer(Protocol):

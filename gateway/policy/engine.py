@@ -60,6 +60,18 @@ class Decision:
     fanout: int = 1
 
 
+def verdict(outcomes: list[Outcome]) -> str:
+    """What the policy did to a request, in one word: ``rejected``, ``changed`` (any
+    action but neutral) or ``passed``; the access log, the metrics and the trace say it."""
+    found = "passed"
+    for outcome in outcomes:
+        if outcome.action == REJECTED:
+            return "rejected"
+        if outcome.action != "neutral":
+            found = "changed"
+    return found
+
+
 class Policy:
     """A checked policy file, compiled for fast lookups."""
 

@@ -113,6 +113,40 @@ async def test_a_stream_cut_before_its_final_event_ends_with_an_error_event(
         "response.created",
         "response.output_text.delta",
         "error",
+        "response.failed",
     ]
-    assert events[-1][1]["sequence_number"] == 2
-    assert events[-1][1]["code"] in ("upstream_protocol_error", "upstream_error")
+    assert events[-2][1]["sequence_number"] == 2
+    assert events[-2][1]["code"] in ("upstream_protocol_error", "upstream_error")
+    failed = events[-1][1]
+    assert failed["sequence_number"] == 3
+    assert failed["response"]["id"] == ANSWER["id"] and failed["response"]["status"] == "failed"
+
+
+async def test_drain_expiry_ends_a_native_stream_with_responses_events(
+    fake_engine: FakeEngine,
+) -> None:
+    async def one_event_then_silence(request: Seen, wire: Wire) -> None:
+        created = responses_event("response.created", sequence_number=0, response=ANSWER)
+        await wire.send(STREAM_HEAD + chunk(created))
+        await wire.until_client_leaves()
+
+    fake_engine.handler = one_event_then_silence
+    async with serve_gateway(native(fake_engine.url)) as gateway:
+        with anyio.fail_after(DEADLINE):
+            async with httpx.AsyncClient(base_url=gateway.url, timeout=DEADLINE) as client:
+                body = responses_request(stream=True)
+                async with client.stream("POST", RESPONSES, json=body) as response:
+                    lines = response.aiter_lines()
+                    async for line in lines:
+                        if line == "event: response.created":
+                            break
+                    gateway.app.state.gateway.drain.expire()
+                    rest = [line async for line in lines]
+            await fake_engine.requests[-1].connection.closed.wait()
+        record = gateway.recorder.finished_exchanges[-1]
+    names = [line[7:] for line in rest if line.startswith("event: ")]
+    # Responses framing, as translate mode ends it: not the chat routes' [DONE].
+    assert names == ["error", "response.failed"]
+    assert "[DONE]" not in "".join(rest)
+    assert any('"code":"shutting_down"' in line for line in rest)
+    assert record.status == 200 and record.error_code == "shutting_down"

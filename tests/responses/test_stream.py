@@ -280,6 +280,23 @@ async def test_drain_expiry_ends_the_stream_with_response_failed(
     assert any('"code":"shutting_down"' in line for line in rest)
 
 
+async def test_a_llama_cpp_error_line_ends_the_stream_as_the_engines_error(
+    fake_engine: FakeEngine, gateway: Gateway
+) -> None:
+    # llama.cpp's server writes a mid-stream failure as an ``error:`` line: the chat
+    # routes relayed it as the engine's error, /v1/responses as "not an SSE field".
+    first = sse({"choices": [{"index": 0, "delta": {"content": "a"}}]})
+    line = b'error: {"code": 400, "message": "context full", "type": "invalid_request"}\n\n'
+    fake_engine.handler = sends_stream(first, line)
+    with anyio.fail_after(DEADLINE):
+        answer = await stream(gateway, responses_request())
+    events = sse_events(answer.content)
+    names = [name for name, _ in events]
+    assert names[-2:] == ["error", "response.failed"]
+    assert events[-2][1]["message"] == "context full"
+    assert "server-sent event" not in answer.text
+
+
 async def test_reasoning_deltas_stream_as_a_reasoning_item(fake_engine: FakeEngine) -> None:
     def delta(**fields: str) -> bytes:
         return sse({"choices": [{"index": 0, "delta": fields, "finish_reason": None}]})

@@ -1,0 +1,60 @@
+"""One request on its way through the gateway: the Call, built once at the entry.
+
+As uvicorn gives each request its own cycle object, the endpoint gives each
+request a Call and passes it down: what belongs to one request lives here and
+nowhere else (no context variable, no field of a shared object). The route
+prepares it, the balancer reads its hint, the relay and the route's shaper
+write its record, the drain cuts it through its cutoff, and the observers read
+the record once it is finished.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from gateway._types import Headers, Scope, Send
+from gateway.cutoff import Cutoff
+from gateway.observe.exchange import Exchange
+from gateway.proxy.headers import request_id_of
+from gateway.proxy.responder import Responder
+from gateway.routing.hint import NO_HINT, Hint
+
+if TYPE_CHECKING:
+    from gateway.proxy.route import Route, StreamShaper
+
+
+class Call:
+    """One request: its responder, its record, its profile, its routing hint, its cutoff,
+    its stream shaper once the answer streams, and its route's own state (``plan``)."""
+
+    __slots__ = (
+        "route",
+        "headers",
+        "responder",
+        "record",
+        "profile",
+        "hint",
+        "cutoff",
+        "shaper",
+        "plan",
+        "hide",
+        "include_usage",
+    )
+
+    def __init__(self, route: Route, scope: Scope, send: Send) -> None:
+        self.route = route
+        self.headers: Headers = scope["headers"]  # the client's request headers
+        self.responder = Responder(send, request_id_of(scope["headers"]))
+        self.record = Exchange(
+            method=scope["method"],
+            path=scope["path"],
+            route=route.name,
+            request_id=self.responder.request_id.decode(),
+        )
+        self.profile: str | None = None  # the API key's policy profile
+        self.hint: Hint = NO_HINT  # what the balancer picks a replica by
+        self.cutoff: Cutoff | None = None  # set while the engine is asked
+        self.shaper: StreamShaper | None = None  # set once a stream's answer starts
+        self.plan: Any = None  # the route's own state between prepare and answer
+        self.hide = False  # usage asked of the engine for metering, not shown to the client
+        self.include_usage = False  # the client asked a stream for its usage
