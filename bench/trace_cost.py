@@ -198,7 +198,7 @@ async def measure(
     async with contextlib.AsyncExitStack() as stack:
         for app, _ in apps.values():
             await stack.enter_async_context(app.router.lifespan_context(app))
-            app.state.gateway.upstream = InProcessEngine()
+            app.state.gateway.engines.upstream_for(None) = InProcessEngine()
         for kind, payload in bodies.items():
             body = orjson.dumps(payload)
             for app, _ in apps.values():

@@ -314,7 +314,7 @@ async def test_only_connect_failures_move_to_another_replica(
     app = create_app(settings, transport=httpx.MockTransport(engine))
     async with asgi_client(app) as client:
         response = await client.post(CHAT, json=BODY)
-        balancer = app.state.gateway.upstream
+        balancer = app.state.gateway.engines.upstream_for(None)
         assert isinstance(balancer, Balancer)
         assert response.status_code == status
         assert seen == (["a", "b"] if moved else ["a"])
@@ -329,7 +329,7 @@ async def gateway_over(urls: list[str], **env: str) -> AsyncIterator[tuple[str, 
     settings = gateway_settings(",".join(urls), environ=env)
     app = create_app(settings)
     async with running_server(app) as url:
-        balancer = app.state.gateway.upstream
+        balancer = app.state.gateway.engines.upstream_for(None)
         assert isinstance(balancer, Balancer)
         yield url, balancer
 
