@@ -22,6 +22,7 @@ from gateway.access.keys import load_keyring
 from gateway.app.dispatch import DispatchingApp
 from gateway.app.health import Health
 from gateway.app.limits_reload import LimitsReloader
+from gateway.app.mount import make_route
 from gateway.app.reload import PolicyReloader
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound, render
 from gateway.limits.limiter import make_limiter
@@ -34,7 +35,6 @@ from gateway.policy.engine import Policy
 from gateway.policy.loading import load_policy_file
 from gateway.proxy.endpoint import ProxyEndpoint
 from gateway.proxy.headers import request_id_of
-from gateway.proxy.mount import make_route
 from gateway.proxy.openai import ModelsRoute
 from gateway.responses.routes import stored_routes
 from gateway.responses.store import make_store

@@ -10,17 +10,15 @@ the record once it is finished.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from gateway._types import Headers, Scope, Send
 from gateway.cutoff import Cutoff
 from gateway.observe.exchange import Exchange
 from gateway.proxy.headers import request_id_of
 from gateway.proxy.responder import Responder
+from gateway.proxy.shaper import StreamShaper
 from gateway.routing.hint import NO_HINT, Hint
-
-if TYPE_CHECKING:
-    from gateway.proxy.route import Route, StreamShaper
 
 
 class Call:
@@ -28,7 +26,6 @@ class Call:
     its stream shaper once the answer streams, and its route's own state (``plan``)."""
 
     __slots__ = (
-        "route",
         "headers",
         "responder",
         "record",
@@ -41,14 +38,13 @@ class Call:
         "include_usage",
     )
 
-    def __init__(self, route: Route, scope: Scope, send: Send) -> None:
-        self.route = route
+    def __init__(self, route: str | None, scope: Scope, send: Send) -> None:
         self.headers: Headers = scope["headers"]  # the client's request headers
         self.responder = Responder(send, request_id_of(scope["headers"]))
         self.record = Exchange(
             method=scope["method"],
             path=scope["path"],
-            route=route.name,
+            route=route,
             request_id=self.responder.request_id.decode(),
         )
         self.profile: str | None = None  # the API key's policy profile

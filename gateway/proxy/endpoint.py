@@ -56,7 +56,7 @@ class ProxyEndpoint:
         state = self.state
         route = self.route
         headers: Headers = scope["headers"]
-        call = Call(route, scope, send)
+        call = Call(route.name, scope, send)
         record, responder = call.record, call.responder
         tracer = state.tracer
         if tracer is not None:
@@ -176,7 +176,7 @@ class ProxyEndpoint:
             record.upstream_status = response.status
             record.upstream_replica = getattr(response, "replica", record.upstream_replica)
             try:
-                await reply(call, response, state.settings.limits)
+                await reply(call, self.route, response, state.settings.limits)
                 if fanned is not None:
                     record.usage = fanned.usage  # every engine request's, the prompt n times
             finally:

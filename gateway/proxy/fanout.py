@@ -26,21 +26,19 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
 from gateway._types import Headers
 from gateway.limits.meter import Usage, answer_usage, total_usage, usage_of
 from gateway.proxy.answers import check_head
+from gateway.proxy.call import Call
 from gateway.proxy.events import EventReader
 from gateway.proxy.headers import DROP_DOWNSTREAM, filter_headers
 from gateway.proxy.merge import StreamMerge, merge_answers
 from gateway.settings import Limits
 from gateway.upstream.base import UpstreamClient, UpstreamResponse
-
-if TYPE_CHECKING:
-    from gateway.proxy.call import Call
 
 _MASK = (1 << 64) - 1
 _GAMMA = 0x9E3779B97F4A7C15  # SplitMix64's increment: 2^64 / the golden ratio, odd

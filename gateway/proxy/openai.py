@@ -10,18 +10,16 @@ stream for its usage and the client did not, that usage taken out again
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
 from gateway.errors import GatewayError, render
 from gateway.limits.meter import StreamMeter, Usage
+from gateway.proxy.call import Call
 from gateway.proxy.fanout import fanout_bodies, include_usage, with_usage
 from gateway.proxy.route import Prepared, Route
 from gateway.routes import CHAT, COMPLETIONS, ROUTES
-
-if TYPE_CHECKING:
-    from gateway.proxy.call import Call
 
 DONE = b"data: [DONE]\n\n"
 

@@ -22,7 +22,7 @@ from gateway.errors import GatewayError, UpstreamError, UpstreamProtocolError
 from gateway.observe.exchange import Exchange
 from gateway.proxy.events import EventReader
 from gateway.proxy.openai import DONE, ChatStream, error_end
-from gateway.proxy.route import StreamShaper
+from gateway.proxy.shaper import StreamShaper
 
 __all__ = ["DONE", "error_end", "relay_stream", "stream_cut_short", "stream_too_large"]
 

@@ -18,15 +18,16 @@ from gateway.proxy.answers import check_head, error_answer
 from gateway.proxy.call import Call
 from gateway.proxy.headers import DROP_DOWNSTREAM, filter_headers
 from gateway.proxy.relay import relay_stream
+from gateway.proxy.route import Route
 from gateway.settings import Limits
 from gateway.upstream.base import UpstreamResponse
 
 _JSON = b"application/json"
 
 
-async def reply(call: Call, response: UpstreamResponse, limits: Limits) -> None:
-    """Answer ``call``'s client with the engine's ``response``."""
-    route, record, responder = call.route, call.record, call.responder
+async def reply(call: Call, route: Route, response: UpstreamResponse, limits: Limits) -> None:
+    """Answer ``call``'s client with the engine's ``response``, as ``route`` says."""
+    record, responder = call.record, call.responder
     headers = filter_headers(response.headers, DROP_DOWNSTREAM)
     if check_head(response.status, headers, stream=record.stream):
         shaper = call.shaper = route.shaper(call)

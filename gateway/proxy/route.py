@@ -15,20 +15,17 @@ Chat and completions (openai.py), and the Responses API translated or native
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Protocol
+from typing import Any, ClassVar
 
 import orjson
 
 from gateway._types import Headers
-from gateway.errors import GatewayError
 from gateway.limits.meter import Usage, usage_of
 from gateway.policy.engine import Decision, apply_policy
+from gateway.proxy.call import Call
+from gateway.proxy.shaper import StreamShaper
 from gateway.routes import RouteRow
 from gateway.state import GatewayState
-
-if TYPE_CHECKING:
-    from gateway.proxy.call import Call
-    from gateway.responses.store import ResponseStore
 
 
 @dataclass(slots=True, kw_only=True)
@@ -43,42 +40,13 @@ class Prepared:
     extra: dict[str, Any] = field(default_factory=dict)
 
 
-class StreamShaper(Protocol):
-    """One request's stream, engine chunks to client bytes (a route makes one per call)."""
-
-    ended: bool  # the engine's stream reached its own end ([DONE], a final event)
-
-    @property
-    def usage(self) -> Usage | None:
-        """What the engine reported, once it did."""
-        ...
-
-    def start(self) -> bytes:
-        """What the client gets before the engine's first event (often nothing)."""
-        ...
-
-    def events(self, raw: bytes, chunks: list[Any], *, done: bool) -> bytes:
-        """What the client gets for whole engine events: their bytes as they came, their
-        parsed data, and whether ``data: [DONE]`` closed them. The one place a stream
-        chunk is shaped."""
-        ...
-
-    async def finish(self) -> tuple[bytes, GatewayError | None]:
-        """The tail of a stream that ended well, and a failure that came with it."""
-        ...
-
-    def fail(self, exc: GatewayError) -> bytes:
-        """The bytes that end a stream broken by ``exc`` (the route's framing)."""
-        ...
-
-
 class Route:
     """One API, as the proxy serves it; subclasses override what differs."""
 
     row: ClassVar[RouteRow | None] = None  # None: a pass-through (GET /v1/models)
     upstream_path: ClassVar[str | None] = None  # the engine's path (None: the client's)
 
-    def __init__(self, state: GatewayState, *, store: ResponseStore | None = None) -> None:
+    def __init__(self, state: GatewayState, *, store: object = None) -> None:
         self.state = state  # (``store``: the response store, for a route that keeps answers)
 
     @property

@@ -12,17 +12,15 @@ stream that breaks without one as OpenAI ends a failed one: an ``error`` event
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
 from gateway.errors import GatewayError
 from gateway.limits.meter import Usage, usage_of
+from gateway.proxy.call import Call
 from gateway.proxy.route import Route
 from gateway.routes import RESPONSES, ROUTES
-
-if TYPE_CHECKING:
-    from gateway.proxy.call import Call
 
 _ENDS = frozenset({"response.completed", "response.incomplete", "response.failed"})
 

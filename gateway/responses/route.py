@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import orjson
 
 from gateway._types import Headers
 from gateway.errors import GatewayError, InvalidRequest, StoreUnavailable, UpstreamProtocolError
 from gateway.limits.meter import Usage, usage_of
+from gateway.proxy.call import Call
 from gateway.proxy.route import Prepared, Route
 from gateway.responses.roles import instructions_role
 from gateway.responses.shape import output_of, response_object
@@ -27,9 +28,6 @@ from gateway.responses.stream import StreamTranslator
 from gateway.responses.translate import GATEWAY_ONLY, input_items, new_id, to_chat
 from gateway.routes import CHAT, RESPONSES, ROUTES
 from gateway.state import GatewayState
-
-if TYPE_CHECKING:
-    from gateway.proxy.call import Call
 
 _JSON = b"application/json"
 _STREAM_HEADERS: Headers = [

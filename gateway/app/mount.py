@@ -8,6 +8,7 @@ than one, and only the chosen module is imported: nothing imports this back.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from typing import cast
 
 from gateway.proxy.route import Route
@@ -21,5 +22,5 @@ def make_route(state: GatewayState, path: str, *, store: ResponseStore | None) -
     classes = ROUTES[path].classes
     spec = classes.get("") or classes[state.settings.upstream.responses]
     module, _, name = spec.partition(":")
-    route_class = cast(type[Route], getattr(importlib.import_module(module), name))
+    route_class = cast(Callable[..., Route], getattr(importlib.import_module(module), name))
     return route_class(state, store=store)
