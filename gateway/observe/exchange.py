@@ -10,7 +10,7 @@ nothing twice (``verdict``). Nothing here touches request bodies.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from gateway._types import Headers
@@ -23,20 +23,16 @@ from gateway.policy.engine import Outcome, verdict
 UNSERVED = "(unserved)"
 
 
-@dataclass(slots=True)
 class Exchange:
-    """What happened to one request."""
+    """What happened to one request: its record."""
 
-    method: str
-    path: str
-    route: str | None
-    request_id: str
-    started: float = field(default_factory=time.perf_counter)
+    # What a request may never set keeps its class default: a record is built per
+    # request, and setting only what it has costs a quarter of a dataclass's __init__.
     model: str | None = None
     client: str | None = None  # the API key's name, when keys are on
     stream: bool = False
     status: int = 0
-    outcomes: list[Outcome] = field(default_factory=list)
+    outcomes: Sequence[Outcome] = ()
     error_code: str | None = None
     upstream_status: int | None = None
     upstream_replica: str | None = None  # the engine replica that answered
@@ -50,6 +46,29 @@ class Exchange:
     rate_limited: str | None = None  # the limit that refused the request (429)
     engine_error: bool = False  # the error the client got is the engine's own answer
     _verdict: str | None = None
+
+    def __init__(
+        self,
+        method: str,
+        path: str,
+        route: str | None,
+        request_id: str,
+        *,
+        started: float | None = None,
+        **fields: Any,
+    ) -> None:
+        self.method = method
+        self.path = path
+        self.route = route
+        self.request_id = request_id
+        self.started = time.perf_counter() if started is None else started
+        for name, value in fields.items():
+            if name not in _FIELDS:
+                raise TypeError(f"Exchange has no field {name!r}")
+            setattr(self, name, value)
+
+    def __repr__(self) -> str:
+        return f"Exchange({self.method} {self.path} {self.status} {self.request_id})"
 
     def failed(self, exc: GatewayError) -> None:
         """Record an error the client was told about (as a status or, mid-stream, an event)."""
@@ -65,9 +84,13 @@ class Exchange:
     def verdict(self) -> str | None:
         """The policy's word on this request (see policy.engine.verdict), worked out
         once; None where no policy applies (a 404, a stored response)."""
-        if self._verdict is None and self.route is not None and self.policed:
-            self._verdict = verdict(self.outcomes)
-        return self._verdict
+        found = self._verdict
+        if found is None and self.route is not None and self.policed:
+            found = self._verdict = verdict(self.outcomes) if self.outcomes else "passed"
+        return found
+
+
+_FIELDS = frozenset(name for name in Exchange.__annotations__ if not name.startswith("_"))
 
 
 class TraceHooks(Protocol):

@@ -9,6 +9,7 @@ the fuzz tests all call this one function.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -60,7 +61,7 @@ class Decision:
     fanout: int = 1
 
 
-def verdict(outcomes: list[Outcome]) -> str:
+def verdict(outcomes: Sequence[Outcome]) -> str:
     """What the policy did to a request, in one word: ``rejected``, ``changed`` (any
     action but neutral) or ``passed``; the access log, the metrics and the trace say it."""
     found = "passed"

@@ -25,32 +25,21 @@ class Call:
     """One request: its responder, its record, its profile, its routing hint, its cutoff,
     its stream shaper once the answer streams, and its route's own state (``plan``)."""
 
-    __slots__ = (
-        "headers",
-        "responder",
-        "record",
-        "profile",
-        "hint",
-        "cutoff",
-        "shaper",
-        "plan",
-        "hide",
-        "include_usage",
-    )
+    # What most requests leave as it is: class defaults, so a call sets only what it has.
+    profile: str | None = None  # the API key's policy profile
+    hint: Hint = NO_HINT  # what the balancer picks a replica by
+    cutoff: Cutoff | None = None  # set while the engine is asked
+    shaper: StreamShaper | None = None  # set once a stream's answer starts
+    plan: Any = None  # the route's own state between prepare and answer
+    hide = False  # usage asked of the engine for metering, not shown to the client
+    include_usage = False  # the client asked a stream for its usage
 
     def __init__(self, route: str | None, scope: Scope, send: Send) -> None:
         self.headers: Headers = scope["headers"]  # the client's request headers
-        self.responder = Responder(send, request_id_of(scope["headers"]))
+        self.responder = Responder(send, request_id_of(self.headers))
         self.record = Exchange(
             method=scope["method"],
             path=scope["path"],
             route=route,
             request_id=self.responder.request_id.decode(),
         )
-        self.profile: str | None = None  # the API key's policy profile
-        self.hint: Hint = NO_HINT  # what the balancer picks a replica by
-        self.cutoff: Cutoff | None = None  # set while the engine is asked
-        self.shaper: StreamShaper | None = None  # set once a stream's answer starts
-        self.plan: Any = None  # the route's own state between prepare and answer
-        self.hide = False  # usage asked of the engine for metering, not shown to the client
-        self.include_usage = False  # the client asked a stream for its usage

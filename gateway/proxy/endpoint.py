@@ -72,7 +72,7 @@ class ProxyEndpoint:
             if state.authenticate is not None:
                 record.client, call.profile = state.authenticate(headers)
             bodies = [b""]
-            if route.row is not None:
+            if route.name is not None:
                 raw = await self._read_body(receive, headers)
                 if raw is None:
                     record.client_disconnected = True
@@ -89,7 +89,7 @@ class ProxyEndpoint:
                         headers,
                         client=record.client,
                         profile=call.profile,
-                        content=route.row.content,
+                        content=route.content,
                     )
                 prepared = await route.prepare(call, raw, body)
                 if state.limiter is not None:

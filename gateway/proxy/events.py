@@ -13,6 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
+from orjson import JSONDecodeError
+from orjson import loads as _loads
 
 from gateway.errors import GatewayError, UpstreamError, UpstreamProtocolError
 from gateway.proxy.engineerrors import engine_error_object
@@ -32,6 +34,11 @@ class EngineStreamError(UpstreamError):
 
     def openai_error(self) -> dict[str, Any]:
         return {"error": self.error}
+
+
+def _length(events: list[bytes], count: int) -> int:
+    """The length of the first ``count`` of ``events`` (split at their blank lines)."""
+    return sum(map(len, events[:count])) + 2 * count
 
 
 def _event_end(data: bytes) -> int:
@@ -84,13 +91,16 @@ class EventReader:
                 # One whole plain event: engines send one per chunk, so this is
                 # the stream's hot path (what _checked_simple does, for one event).
                 payload = chunk[6:-2]
+                try:
+                    value = _loads(payload)
+                except JSONDecodeError:
+                    value = None
+                if type(value) is dict and "error" not in value:
+                    return chunk, [value], None
                 if payload == b"[DONE]":
                     self.done = True
                     return chunk, [], None
-                value = parse_data(payload)
-                if isinstance(value, GatewayError):
-                    return b"", [], value
-                return chunk, [value], None
+                return b"", [], parse_data(payload)  # type: ignore[return-value]
         data = self._pending + chunk if self._pending else chunk
         end = _event_end(data)
         self._pending = data[end:]
@@ -111,29 +121,31 @@ class EventReader:
 
     def _checked_simple(self, block: bytes, tail_error: GatewayError | None) -> _Read | None:
         # The shape every OpenAI-compatible engine sends: events of one
-        # "data: " line each, LF line ends. Checked here without walking lines
-        # (the stream's hot path); None for anything else, which the general
-        # walk below handles.
+        # "data: " line each, LF line ends. Checked and parsed here in one pass,
+        # without walking lines (the stream's hot path); None for anything else,
+        # which the general walk below handles (it stops where this would: at
+        # [DONE] or at a broken event, so stopping early agrees with it).
         events = block.split(b"\n\n")
         if events.pop():  # what follows the final blank line must be nothing
             return None
+        values: list[Any] = []
+        append = values.append
         for event in events:
             if event[:6] != b"data: " or b"\n" in event:
                 return None
-        good = 0
-        values: list[Any] = []
-        for event in events:
             payload = event[6:]
-            end = good + len(event) + 2
+            try:
+                value = _loads(payload)
+            except JSONDecodeError:
+                value = None
+            if type(value) is dict and "error" not in value:
+                append(value)
+                continue
             if payload == b"[DONE]":
                 self.done = True
                 self._pending = b""
-                return block[:end], values, None
-            value = parse_data(payload)
-            if isinstance(value, GatewayError):
-                return block[:good], values, value
-            values.append(value)
-            good = end
+                return block[: _length(events, len(values) + 1)], values, None
+            return block[: _length(events, len(values))], values, parse_data(payload)  # type: ignore[return-value]
         return block, values, tail_error
 
     def _checked_lines(self, block: bytes, tail_error: GatewayError | None) -> _Read:
