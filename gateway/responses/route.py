@@ -10,6 +10,7 @@ What one request needs between the two steps is its Plan, kept on its Call.
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,10 +84,12 @@ async def read_history(
 class TranslatedStream:
     """A chat stream as Responses events (StreamTranslator), the response stored at its end."""
 
-    __slots__ = ("route", "plan", "translator", "ended")
+    __slots__ = ("keep", "plan", "translator", "ended")
 
-    def __init__(self, route: TranslatedResponses, plan: Plan) -> None:
-        self.route = route
+    def __init__(
+        self, plan: Plan, *, keep: Callable[[Plan, dict[str, Any]], Awaitable[None]]
+    ) -> None:
+        self.keep = keep  # stores the finished response (the route's ``keep``)
         self.plan = plan
         self.translator = StreamTranslator(
             plan.response_id,
@@ -115,7 +118,7 @@ class TranslatedStream:
         out = self.translator.finish()
         final = self.translator.final or {}
         try:
-            await self.route.keep(self.plan, final)
+            await self.keep(self.plan, final)
         except StoreUnavailable as exc:
             return out, exc  # the items are done; the response failed
         return out + self.translator.final_event(final), None
@@ -202,4 +205,4 @@ class TranslatedResponses(Route):
         return list(_STREAM_HEADERS)
 
     def shaper(self, call: Call) -> TranslatedStream:
-        return TranslatedStream(self, call.plan)
+        return TranslatedStream(call.plan, keep=self.keep)
