@@ -86,7 +86,7 @@ def without_null_usage(payload: bytes) -> bytes:
 
 
 class StreamMeter:
-    """Reads the usage of a stream from its whole events (EventSplitter's blocks);
+    """Reads the usage of a stream from its whole events (EventReader's bytes);
     with ``hide``, also removes what include_usage added."""
 
     def __init__(self, *, hide: bool) -> None:

@@ -21,6 +21,7 @@ EXAMPLE_FILES = {
     "policies/edited.yaml",  # a policy with mistakes, as `check` prints it
     "policies/candidate.yaml",  # what a probe before an upgrade writes
     "gateway/upstream/foo_impl.py",  # the client CONTRIBUTING.md's how-to adds
+    "gateway/proxy/embeddings.py",  # the route CONTRIBUTING.md's how-to adds
 }
 _TOP = "gateway|tests|scripts|bench|sampler|refengine|policies|deploy|docs"
 # A repository path with a file's extension, or a script: folders are left out,
