@@ -31,35 +31,27 @@ CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
 RESPONSES = "/v1/responses"
 
+_COMPLETION_LIMITS = ("max_tokens", "max_completion_tokens")
+_OPENAI = "gateway.proxy.openai:"
+_RESPONSES = {
+    "translate": "gateway.responses.route:TranslatedResponses",
+    "native": "gateway.responses.native:NativeResponses",
+}
+# Path, operation (the GenAI conventions name none of its own for the Responses API:
+# "chat"), marker, content, max_tokens, classes.
 ROUTES: dict[str, RouteRow] = {
     CHAT: RouteRow(
-        CHAT,
-        operation="chat",
-        marker="messages",
-        content="messages",
-        max_tokens=("max_tokens", "max_completion_tokens"),
-        classes={"": "gateway.proxy.openai:ChatRoute"},
+        CHAT, "chat", "messages", "messages", _COMPLETION_LIMITS, {"": _OPENAI + "ChatRoute"}
     ),
     COMPLETIONS: RouteRow(
         COMPLETIONS,
-        operation="text_completion",
-        marker="prompt",
-        content="prompt",
-        max_tokens=("max_tokens",),
-        classes={"": "gateway.proxy.openai:CompletionsRoute"},
+        "text_completion",
+        "prompt",
+        "prompt",
+        _COMPLETION_LIMITS,
+        {"": _OPENAI + "CompletionsRoute"},
     ),
-    RESPONSES: RouteRow(
-        RESPONSES,
-        # The GenAI conventions name no separate operation for the Responses API.
-        operation="chat",
-        marker="input",
-        content="input",
-        max_tokens=("max_output_tokens",),
-        classes={
-            "translate": "gateway.responses.route:TranslatedResponses",
-            "native": "gateway.responses.native:NativeResponses",
-        },
-    ),
+    RESPONSES: RouteRow(RESPONSES, "chat", "input", "input", ("max_output_tokens",), _RESPONSES),
 }
 ROUTE_NAMES = tuple(ROUTES)
 

@@ -80,14 +80,8 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         error = MethodNotAllowed(f"Method not allowed {where}.")
     # Logged and counted like any answer: an operator sees clients calling a route
     # the gateway lacks.
-    request_id = request_id_of(request.scope["headers"])
-    exchange = Exchange(
-        method=request.method,
-        path=request.url.path,
-        route=UNSERVED,
-        request_id=request_id.decode(),
-        policed=False,
-    )
+    request_id = request_id_of(request.scope["headers"]).decode()
+    exchange = Exchange(request.method, request.url.path, UNSERVED, request_id, policed=False)
     observer = request.app.state.gateway.observer
     observer.started(exchange)
     response = error_response(error)

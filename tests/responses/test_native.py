@@ -13,6 +13,7 @@ import pytest
 
 from gateway.app.factory import create_app
 from tests.support.bodies import sse
+from tests.support.draining import cut_by_the_drain
 from tests.support.engine import LAST_CHUNK, STREAM_HEAD, FakeEngine, Seen, Wire, chunk
 from tests.support.faults import DEADLINE
 from tests.support.gateways import MockEngine, asgi_client, gateway_settings, serve_gateway
@@ -133,15 +134,8 @@ async def test_drain_expiry_ends_a_native_stream_with_responses_events(
     fake_engine.handler = one_event_then_silence
     async with serve_gateway(native(fake_engine.url)) as gateway:
         with anyio.fail_after(DEADLINE):
-            async with httpx.AsyncClient(base_url=gateway.url, timeout=DEADLINE) as client:
-                body = responses_request(stream=True)
-                async with client.stream("POST", RESPONSES, json=body) as response:
-                    lines = response.aiter_lines()
-                    async for line in lines:
-                        if line == "event: response.created":
-                            break
-                    gateway.app.state.gateway.drain.expire()
-                    rest = [line async for line in lines]
+            body = responses_request(stream=True)
+            rest = await cut_by_the_drain(gateway, RESPONSES, body, after="event: response.created")
             await fake_engine.requests[-1].connection.closed.wait()
         record = gateway.recorder.finished_exchanges[-1]
     names = [line[7:] for line in rest if line.startswith("event: ")]

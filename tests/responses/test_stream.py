@@ -14,6 +14,7 @@ import pytest
 
 from gateway.settings import Settings
 from tests.support.bodies import DONE, sse
+from tests.support.draining import cut_by_the_drain
 from tests.support.engine import LAST_CHUNK, STREAM_HEAD, FakeEngine, Seen, Wire, chunk
 from tests.support.faults import DEADLINE, HELD, fault_settings
 from tests.support.gateways import Gateway, gateway_settings, serve_gateway
@@ -264,15 +265,9 @@ async def test_drain_expiry_ends_the_stream_with_response_failed(
 
     fake_engine.handler = one_chunk_then_silence
     with anyio.fail_after(DEADLINE):
-        async with httpx.AsyncClient(base_url=gateway.url, timeout=DEADLINE) as client:
-            body = responses_request(stream=True)
-            async with client.stream("POST", RESPONSES, json=body) as response:
-                lines = response.aiter_lines()
-                async for line in lines:
-                    if line == "event: response.output_text.delta":
-                        break
-                gateway.app.state.gateway.drain.expire()
-                rest = [line async for line in lines]
+        body = responses_request(stream=True)
+        delta = "event: response.output_text.delta"
+        rest = await cut_by_the_drain(gateway, RESPONSES, body, after=delta)
         await fake_engine.requests[-1].connection.closed.wait()
     names = [line[7:] for line in rest if line.startswith("event: ")]
     assert names[-2:] == ["error", "response.failed"]
