@@ -5,37 +5,44 @@
 # makes one with debootstrap where no registry can be reached).
 ARG BASE=python:3.12-slim
 
-FROM ${BASE} AS builder
+FROM ${BASE} AS deps
 # PIP_CERT: a CA bundle for a network that re-signs TLS (scripts/image mounts the host's).
 ARG PIP_CERT
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
-# The locked dependencies first: a change to the code reuses this layer.
+# The locked dependencies first, into a virtual environment without pip of its own
+# (pip runs from /opt/build): a change to the code reuses this stage and its layer.
 COPY deploy/image/requirements.lock deploy/image/build.lock /tmp/lock/
-RUN python3 -m venv /opt/ft-gateway \
- && /opt/ft-gateway/bin/pip install --require-hashes --only-binary=:all: \
-      -r /tmp/lock/requirements.lock \
- && python3 -m venv /opt/build \
- && /opt/build/bin/pip install --require-hashes -r /tmp/lock/build.lock
-# Then the package, as a wheel (--no-index: a dependency missing from the lock fails here).
+RUN python3 -m venv /opt/build \
+ && /opt/build/bin/pip install --require-hashes -r /tmp/lock/build.lock \
+ && python3 -m venv --without-pip /opt/ft-gateway \
+ && /opt/build/bin/pip --python /opt/ft-gateway/bin/python install --require-hashes \
+      --only-binary=:all: -r /tmp/lock/requirements.lock \
+ && site=$(/opt/ft-gateway/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))') \
+ && echo /opt/ft-gateway/app > "$site/ft-gateway-app.pth"
+
+FROM deps AS builder
+# Then the package, as a wheel, into /opt/ft-gateway/app (on the environment's path
+# through the .pth above): its own small layer in the final image.
 COPY pyproject.toml README.md /src/
 COPY gateway /src/gateway
 COPY sampler /src/sampler
 COPY refengine /src/refengine
 RUN /opt/build/bin/pip wheel --no-deps --no-build-isolation --wheel-dir /tmp/wheel /src \
- && /opt/ft-gateway/bin/pip install --no-index /tmp/wheel/*.whl \
- && /opt/ft-gateway/bin/pip check \
- && /opt/ft-gateway/bin/pip uninstall --yes pip setuptools
+ && /opt/build/bin/pip --python /opt/ft-gateway/bin/python install --no-deps \
+      --target /opt/ft-gateway/app /tmp/wheel/*.whl \
+ && /opt/build/bin/pip --python /opt/ft-gateway/bin/python check
 
 FROM ${BASE}
 RUN groupadd --system --gid 10001 ft-gateway \
  && useradd --system --uid 10001 --gid 10001 --no-create-home --home-dir /nonexistent \
       --shell /usr/sbin/nologin ft-gateway \
  && mkdir /var/lib/ft-gateway && chown 10001:10001 /var/lib/ft-gateway
-COPY --from=builder /opt/ft-gateway /opt/ft-gateway
+COPY --from=deps /opt/ft-gateway /opt/ft-gateway
+COPY --from=builder /opt/ft-gateway/app /opt/ft-gateway/app
 # The config and policy where deploy/kubernetes mounts its ConfigMaps over them.
 COPY deploy/image/config.yaml /etc/ft-gateway/config/config.yaml
 COPY policies/ft-serve.yaml /etc/ft-gateway/policy/ft-serve.yaml
-ENV PATH=/opt/ft-gateway/bin:$PATH \
+ENV PATH=/opt/ft-gateway/app/bin:/opt/ft-gateway/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     FT_GATEWAY_CONFIG=/etc/ft-gateway/config/config.yaml \

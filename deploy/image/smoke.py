@@ -156,7 +156,8 @@ def checks(name: str, base: str, metrics_port: int) -> None:
     wrote = podman("exec", name, "touch", "/opt/ft-gateway/x", check_rc=False)
     check(wrote.returncode != 0, "the root file system is read-only")
     where = podman("exec", name, "python3", "-c", "import gateway; print(gateway.__file__)")
-    check("site-packages" in where.stdout, f"imports the installed package: {where.stdout.strip()}")
+    installed = where.stdout.strip().startswith("/opt/ft-gateway/app/gateway/")
+    check(installed, f"imports the installed package: {where.stdout.strip()}")
     drain(name, client, model)
 
 

@@ -126,8 +126,7 @@ def test_the_final_stage_holds_no_sources(pod: dict[str, Any]) -> None:
     assert workdir not in {"/", "/app"}
     # The dependencies are installed before the sources are copied (a layer kept by a
     # code change), from the lock with hashes.
-    builder = stages()[0]
-    words = [name + " " + rest for name, rest in builder]
+    words = [name + " " + rest for stage in stages()[:-1] for name, rest in stage]
     lock = next(i for i, w in enumerate(words) if "--require-hashes" in w)
     first_source = next(i for i, w in enumerate(words) if w.startswith("COPY gateway"))
     assert lock < first_source
