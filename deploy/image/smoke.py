@@ -168,7 +168,7 @@ def drain(name: str, client: OpenAI, model: str) -> None:
     stream = client.chat.completions.create(
         model=model,
         messages=[{"role": "user", "content": "Tell a long story."}],
-        max_tokens=64,
+        max_tokens=32,  # at 150 ms a token: seconds in flight, well within the 30 s drain
         stream=True,
     )
     with stream:
