@@ -2,7 +2,10 @@
 
 Like ``nginx -t``: every problem of every file is reported as
 ``file:line: key.path: what is wrong``, so an edit is caught before it goes live.
-The checks are the ones the server runs when it loads (or reloads) the files.
+The config, the policy, the API keys, the limits against the keys and the
+engine's key variable are built by ``load_reloadable``, the function start-up and
+reload call: what ``check`` passes, a reload accepts (but for a change of a key
+that takes a restart, which only the running gateway can see).
 """
 
 from __future__ import annotations

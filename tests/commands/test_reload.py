@@ -99,6 +99,8 @@ async def test_reload_is_all_or_nothing_in_every_worker(tmp_path: Path) -> None:
             match = await gateway.wait_for_line(SERVING.pattern)
             url, pids = f"http://127.0.0.1:{match[1]}", [int(p) for p in match[3].split(",")]
             assert files.pidfile.read_text() == f"{gateway.process.pid}\n"
+            names = sorted(Path(f"/proc/{pid}/comm").read_text().strip() for pid in pids)
+            assert names == ["ft-gateway-w0", "ft-gateway-w1"]  # pgrep -x, ps -o comm
             workers = await pin(url, pids)
             try:
                 assert await statuses(workers, "bob") == [200, 200]
