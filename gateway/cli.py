@@ -120,7 +120,7 @@ def serve(args: argparse.Namespace) -> int:
         if pidfile is not None:
             try:
                 stack.enter_context(holding_pidfile(pidfile))
-            except (PidfileError, OSError) as exc:
+            except PidfileError as exc:
                 print(f"ft-gateway: cannot start: {exc}", file=sys.stderr)
                 return 3
         if workers > 1:

@@ -23,6 +23,8 @@ from pathlib import Path
 from gateway.app.reloadstatus import status_dir
 from gateway.settings import Settings
 
+_ELSEWHERE = "set server.pidfile (or FT_GATEWAY_SERVER__PIDFILE) to a path of your own"
+
 
 class PidfileError(Exception):
     """No live gateway holds the pidfile, or another one already does."""
@@ -41,22 +43,32 @@ def pidfile_of(settings: Settings) -> Path | None:
 @contextlib.contextmanager
 def holding_pidfile(path: Path) -> Iterator[None]:
     """Write our pid to ``path`` and hold it (and its status directory) until the block
-    exits; PidfileError if a live gateway holds it already."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    exits; PidfileError if a live gateway holds it already, or it cannot be written."""
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        raise PidfileError(
+            f"cannot write the pidfile {path}: {exc.strerror}; {_ELSEWHERE}"
+        ) from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             raise PidfileError(
                 f"another gateway (pid {_read_pid(fd)}) holds the pidfile {path}; "
-                "stop it or give this one another server.pidfile"
+                f"stop it, or {_ELSEWHERE}"
             ) from None
         os.ftruncate(fd, 0)
         os.write(fd, f"{os.getpid()}\n".encode())
         statuses = status_dir(path)
-        shutil.rmtree(statuses, ignore_errors=True)  # a killed gateway's
-        statuses.mkdir(mode=0o755)
         try:
+            shutil.rmtree(statuses, ignore_errors=True)  # a killed gateway's
+            try:
+                statuses.mkdir(mode=0o755)
+            except OSError as exc:
+                raise PidfileError(
+                    f"cannot make {statuses}: {exc.strerror}; {_ELSEWHERE}"
+                ) from None
             yield
         finally:
             shutil.rmtree(statuses, ignore_errors=True)
