@@ -13,7 +13,7 @@ from gateway import __version__
 from gateway.app.factory import create_app
 from gateway.commands import check, explain, reload, schema
 from gateway.probe import command as probe_command
-from gateway.serving.pidfile import PidfileError, holding_pidfile, pidfile_of
+from gateway.serving.pidfile import PidfileBusy, serving_pidfile
 from gateway.serving.server import run_server
 from gateway.serving.workers import available_cpus, serve_workers
 from gateway.settings import config_path, load_settings
@@ -109,20 +109,21 @@ def serve(args: argparse.Namespace) -> int:
         return 2
     try:
         settings = load_settings(config_path(args.config), overrides=overrides)
-        # Before the app is built: its reloader writes its status beside the pidfile.
-        settings.server.pidfile = pidfile_of(settings)
-        app = create_app(settings)
     except SourceError as exc:
         print(f"ft-gateway: cannot start:\n{exc}", file=sys.stderr)
         return 2
-    pidfile = settings.server.pidfile
     with contextlib.ExitStack() as stack:
-        if pidfile is not None:
-            try:
-                stack.enter_context(holding_pidfile(pidfile))
-            except PidfileError as exc:
-                print(f"ft-gateway: cannot start: {exc}", file=sys.stderr)
-                return 3
+        try:
+            # Before the app is built: its reloader writes its status beside the pidfile.
+            settings.server.pidfile = stack.enter_context(serving_pidfile(settings))
+        except PidfileBusy as exc:
+            print(f"ft-gateway: cannot start: {exc}", file=sys.stderr)
+            return 3
+        try:
+            app = create_app(settings)
+        except SourceError as exc:
+            print(f"ft-gateway: cannot start:\n{exc}", file=sys.stderr)
+            return 2
         if workers > 1:
             return serve_workers(settings, workers=workers, log_level=args.log_level)
         # uvicorn re-raises the SIGTERM it drained on: exit through this block (the

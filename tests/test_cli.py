@@ -1,4 +1,5 @@
-"""The command line: serve refuses a bad config with file, key path and line."""
+"""The command line: serve refuses a bad config with file, key path and line, and an
+unset engine key variable; it leaves no pidfile behind."""
 
 from __future__ import annotations
 
@@ -8,6 +9,12 @@ import pytest
 
 from gateway.cli import main
 from tests.support.paths import POLICY
+
+
+@pytest.fixture(autouse=True)
+def own_pidfile_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """serve's pidfile in this test's directory, not beside another gateway's."""
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
 
 
 @pytest.mark.parametrize(
@@ -34,6 +41,7 @@ def test_serve_with_a_bad_file_exits_2_naming_the_problem(
     path.write_text(text)
     assert main(["serve", flag, str(path)]) == 2
     assert f"{path}{problem}" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == [path]
 
 
 def test_serve_refuses_an_unset_engine_key_variable(

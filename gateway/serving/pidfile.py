@@ -16,6 +16,7 @@ import contextlib
 import fcntl
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +28,11 @@ _ELSEWHERE = "set server.pidfile (or FT_GATEWAY_SERVER__PIDFILE) to a path of yo
 
 
 class PidfileError(Exception):
-    """No live gateway holds the pidfile, or another one already does."""
+    """No live gateway holds the pidfile, or it cannot be written."""
+
+
+class PidfileBusy(PidfileError):
+    """Another live gateway holds the pidfile."""
 
 
 def pidfile_of(settings: Settings) -> Path | None:
@@ -38,6 +43,38 @@ def pidfile_of(settings: Settings) -> Path | None:
         return None
     base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
     return Path(base) / f"ft-gateway-{settings.listen.port}.pid"
+
+
+@contextlib.contextmanager
+def serving_pidfile(settings: Settings) -> Iterator[Path | None]:
+    """Hold the pidfile of a gateway with ``settings`` while the block runs; yields its
+    path, or None where there is none or it cannot be written (said on stderr: the
+    gateway serves, SIGHUP reloads it, ``ft-gateway reload`` cannot find it).
+    PidfileBusy if another gateway holds it."""
+    try:
+        path = pidfile_of(settings)
+    except OSError as exc:  # no usable temporary directory
+        path = None
+        _warn(f"no pidfile ({exc}); {_ELSEWHERE}")
+    if path is None:
+        yield None
+        return
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(holding_pidfile(path))
+        except PidfileBusy:
+            raise
+        except PidfileError as exc:
+            _warn(str(exc))
+            path = None
+        yield path
+
+
+def _warn(message: str) -> None:
+    print(
+        f"ft-gateway: warning: {message} ('ft-gateway reload' cannot find this gateway)",
+        file=sys.stderr,
+    )
 
 
 @contextlib.contextmanager
@@ -54,7 +91,7 @@ def holding_pidfile(path: Path) -> Iterator[None]:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
-            raise PidfileError(
+            raise PidfileBusy(
                 f"another gateway (pid {_read_pid(fd)}) holds the pidfile {path}; "
                 f"stop it, or {_ELSEWHERE}"
             ) from None
