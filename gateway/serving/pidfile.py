@@ -101,7 +101,7 @@ def holding_pidfile(path: Path) -> Iterator[None]:
         try:
             shutil.rmtree(statuses, ignore_errors=True)  # a killed gateway's
             try:
-                statuses.mkdir(mode=0o755)
+                statuses.mkdir(mode=0o700)  # reload errors name paths: ours alone
             except OSError as exc:
                 raise PidfileError(
                     f"cannot make {statuses}: {exc.strerror}; {_ELSEWHERE}"
