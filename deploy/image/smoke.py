@@ -8,7 +8,8 @@ loopback: as the image's own user (10001:10001), every capability dropped, no ne
 privileges, a read-only root with a tmpfs /tmp, two workers, and API keys from a 0440
 file owned by root and group 10001 (as a Secret with fsGroup is mounted). Checks the
 healthcheck, /healthz, /readyz, a chat completion with the official SDK, a request
-without a key refused, /metrics on the metrics port, that the root is read-only and
+without a key refused, /metrics on the metrics port, `ft-gateway reload` run in the
+container (its pidfile on the tmpfs), that the root is read-only and
 the package is the installed one; then SIGTERM while a stream is in flight: the stream
 ends whole and the container exits 0. Exits non-zero with the reason on any failure.
 """
@@ -153,6 +154,10 @@ def checks(name: str, base: str, metrics_port: int) -> None:
         metrics.status_code == 200 and "ft_gateway_requests_total" in metrics.text,
         f"/metrics on the metrics port {metrics_port}",
     )
+    # The pidfile and reload results live on the tmpfs /tmp: reload works on a read-only root.
+    reload = podman("exec", name, "ft-gateway", "reload", check_rc=False)
+    said = (reload.stdout + reload.stderr).strip().splitlines()
+    check(reload.returncode == 0, f"ft-gateway reload in the container: {said[-1] if said else ''}")
     wrote = podman("exec", name, "touch", "/opt/ft-gateway/x", check_rc=False)
     check(wrote.returncode != 0, "the root file system is read-only")
     where = podman("exec", name, "python3", "-c", "import gateway; print(gateway.__file__)")
