@@ -7,6 +7,9 @@ Shared by the benchmarks that compare pairs of request kinds side by side
 (bench/fanout_cost.py, bench/responses_cost.py) and by bench/limiter_cost.py: one
 request at a time, the kinds interleaved round by round so a noisy machine slows all
 alike, medians of the rounds.
+
+The gateway itself is imported only where an app is built, so that bench/callcount.py
+can use the harness with another checkout's ``gateway`` first on ``sys.path``.
 """
 
 from __future__ import annotations
@@ -20,11 +23,12 @@ import sys
 import time
 from collections.abc import Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from bench.table import format_number
-from gateway.app.factory import create_app
-from gateway.settings import Settings, load_settings
+
+if TYPE_CHECKING:
+    from gateway.settings import Settings
 
 CHAT = "/v1/chat/completions"
 BODY: dict[str, Any] = {
@@ -144,6 +148,8 @@ async def measure(
     settings: Settings, measured: list[Variant], *, rounds: int, number: int
 ) -> dict[str, tuple[float, float]]:
     """Per variant: (median p50 latency in us, median CPU us per request)."""
+    from gateway.app.factory import create_app
+
     app = create_app(settings)
     latency: dict[str, list[float]] = {v.name: [] for v in measured}
     cpu: dict[str, list[float]] = {v.name: [] for v in measured}
@@ -168,6 +174,8 @@ async def measure(
 def settings_for(url: str, *, client: str | None = None) -> Settings:
     """The default settings against the engine at ``url``, no access log, and none of
     this environment's FT_GATEWAY_* variables."""
+    from gateway.settings import load_settings
+
     overrides: dict[tuple[str, ...], Any] = {("upstream", "url"): url, ("log", "requests"): False}
     if client is not None:
         overrides[("upstream", "client")] = client
