@@ -14,6 +14,7 @@ can use the harness with another checkout's ``gateway`` first on ``sys.path``.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import os
@@ -25,7 +26,7 @@ from collections.abc import Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from bench.table import format_number
+from bench.table import format_number, markdown
 
 if TYPE_CHECKING:
     from gateway.settings import Settings
@@ -205,6 +206,24 @@ def pair_rows(
         rows[-1][3] = format_number(figures[other.name][0] / figures[base.name][0])
         rows[-1][4] = format_number(figures[other.name][1] / figures[base.name][1])
     return rows
+
+
+def pair_options(parser: argparse.ArgumentParser) -> None:
+    """The options of a pairs bench: rounds, requests per round, the upstream client."""
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--number", type=int, default=200, help="requests per variant per round")
+    parser.add_argument("--client", default=None, help="upstream.client (default: the default)")
+
+
+def compare_pairs(pairs: Sequence[tuple[Variant, Variant]], args: argparse.Namespace) -> None:
+    """Measure ``pairs`` (options of ``pair_options``) against the fake engine and print
+    what was measured and the table."""
+    measured = [v for pair in pairs for v in pair]
+    with fake_engine() as url:
+        settings = settings_for(url, client=args.client)
+        figures = run(measure(settings, measured, rounds=args.rounds, number=args.number))
+    print(describe(settings, rounds=args.rounds, number=args.number))
+    print(markdown([HEADER, *pair_rows(pairs, figures)]))
 
 
 def describe(settings: Settings, *, rounds: int, number: int) -> str:
