@@ -213,9 +213,10 @@ class ValueSpec(BaseModel):
         return None
 
     def _check_string(self, value: str, param: str) -> InvalidRequest | None:
-        problem = _length(param, "string", len(value), self.min_length, self.max_length)
-        if problem is not None:
-            return problem
+        if (self.min_length is not None and len(value) < self.min_length) or (
+            self.max_length is not None and len(value) > self.max_length
+        ):
+            return _length(param, "string", len(value), self.min_length, self.max_length)
         if self.regex is not None and self.regex.fullmatch(value) is None:
             return InvalidRequest(
                 f"Invalid '{param}': string does not match pattern. Expected a string that "
@@ -226,9 +227,10 @@ class ValueSpec(BaseModel):
         return None
 
     def _check_array(self, value: list[Any], param: str) -> InvalidRequest | None:
-        problem = _length(param, "array", len(value), self.min_items, self.max_items)
-        if problem is not None:
-            return problem
+        if (self.min_items is not None and len(value) < self.min_items) or (
+            self.max_items is not None and len(value) > self.max_items
+        ):
+            return _length(param, "array", len(value), self.min_items, self.max_items)
         items = self.items
         if items is not None:
             accepts = items.accepts
@@ -243,20 +245,16 @@ class ValueSpec(BaseModel):
 
 def _length(
     param: str, kind: str, size: int, minimum: int | None, maximum: int | None
-) -> InvalidRequest | None:
-    """OpenAI's error for a string's or an array's (``kind``) length out of bounds."""
+) -> InvalidRequest:
+    """OpenAI's error for a string's or an array's (``kind``) length out of bounds (the
+    caller checked that it is: a length within bounds costs no call)."""
     if minimum is not None and size < minimum:
         what = f"empty {kind}" if not size else f"{kind} too short"
         bound = f"minimum length {minimum}"
         code = f"empty_{kind}" if not size else f"{kind}_below_min_length"
-    elif maximum is not None and size > maximum:
-        what, bound, code = (
-            f"{kind} too long",
-            f"maximum length {maximum}",
-            f"{kind}_above_max_length",
-        )
     else:
-        return None
+        what, bound = f"{kind} too long", f"maximum length {maximum}"
+        code = f"{kind}_above_max_length"
     expected = "an array" if kind == "array" else "a string"
     got = f"{size} items" if kind == "array" else f"a string with length {size}"
     return InvalidRequest(
