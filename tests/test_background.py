@@ -33,4 +33,3 @@ async def test_the_job_runs_during_the_block_and_is_cancelled_and_awaited_after(
             if raises:
                 raise LookupError
     assert ended == ["cleaned up"]
-
