@@ -74,9 +74,7 @@ def test_gpu_test_collects_without_the_gateways_dependencies(tmp_path: Path) -> 
         check=False,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "tests/sampler/test_triton_sampler.py::" in done.stdout
-    # Without a CUDA device the GPU module skips itself once imported; on the GPU
-    # machine its tests are collected.
-    gpu = "tests/sampler/gpu/test_triton_gpu.py"
-    skipped = f"SKIPPED [1] {gpu}:" in done.stdout and "needs a CUDA GPU" in done.stdout
-    assert f"{gpu}::" in done.stdout or skipped
+    # Each module is collected, or skips itself once imported (no CUDA device for the GPU
+    # module; no triton where its CPU install failed): either way its imports ran.
+    for module in ("tests/sampler/test_triton_sampler.py", "tests/sampler/gpu/test_triton_gpu.py"):
+        assert f"{module}::" in done.stdout or f"SKIPPED [1] {module}:" in done.stdout, module
