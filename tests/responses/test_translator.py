@@ -15,7 +15,7 @@ from gateway.proxy.relay import relay_stream
 from gateway.responses.native import NativeStream
 from gateway.responses.route import Plan, TranslatedStream
 from gateway.responses.stream import StreamTranslator
-from tests.support.responses import sse_events
+from tests.support.responses import response_events
 
 pytestmark = pytest.mark.anyio
 
@@ -53,7 +53,7 @@ async def feed(*pieces: str) -> AsyncIterator[bytes]:
 
 async def relayed(shaper: Any, *pieces: str) -> list[tuple[str, dict[str, Any]]]:
     out = b"".join([c async for c in relay_stream(feed(*pieces), shaper)])
-    return sse_events(out)
+    return response_events(out)
 
 
 def delta(text: str) -> str:
@@ -62,15 +62,17 @@ def delta(text: str) -> str:
 
 def test_a_chat_chunk_becomes_its_events_at_once() -> None:
     t = translator()
-    head = sse_events(t.start())
+    head = response_events(t.start())
     assert [name for name, _ in head] == ["response.created", "response.in_progress"]
-    first = sse_events(t.chunk({"choices": [{"index": 0, "delta": {"content": "Hel"}}]}))
+    first = response_events(t.chunk({"choices": [{"index": 0, "delta": {"content": "Hel"}}]}))
     assert [name for name, _ in first] == [
         "response.output_item.added",
         "response.content_part.added",
         "response.output_text.delta",
     ]
-    [(name, data)] = sse_events(t.chunk({"choices": [{"index": 0, "delta": {"content": "lo"}}]}))
+    [(name, data)] = response_events(
+        t.chunk({"choices": [{"index": 0, "delta": {"content": "lo"}}]})
+    )
     assert name == "response.output_text.delta" and data["delta"] == "lo"
     assert data["sequence_number"] == 5
     assert t.chunk({"choices": []}) == b""
@@ -81,7 +83,7 @@ def test_usage_and_finish_reason_make_the_final_response() -> None:
     t.start()
     t.chunk({"choices": [{"index": 0, "delta": {"content": "x"}, "finish_reason": "length"}]})
     t.chunk({"choices": [], "usage": {"prompt_tokens": 3, "completion_tokens": 1}})
-    names = [name for name, _ in sse_events(t.finish())]
+    names = [name for name, _ in response_events(t.finish())]
     assert names == [
         "response.output_text.done",
         "response.content_part.done",
@@ -90,7 +92,7 @@ def test_usage_and_finish_reason_make_the_final_response() -> None:
     final = t.final or {}
     assert final["status"] == "incomplete"
     assert final["usage"]["input_tokens"] == 3 and final["usage"]["output_tokens"] == 1
-    [(name, data)] = sse_events(t.final_event(final))
+    [(name, data)] = response_events(t.final_event(final))
     assert name == "response.incomplete" and data["response"]["id"] == "resp_1"
 
 
