@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from gateway._types import Headers
 from gateway.errors import GatewayError
 from gateway.limits.meter import Usage
-from gateway.policy.engine import Outcome, verdict
+from gateway.policy.engine import REJECTED, Outcome
 
 # The route label of a request to a path the gateway does not serve (one label for
 # all: the paths are the client's to choose, so they are never labels themselves).
@@ -82,11 +82,20 @@ class Exchange:
 
     @property
     def verdict(self) -> str | None:
-        """The policy's word on this request (see policy.engine.verdict), worked out
-        once; None where no policy applies (a 404, a stored response)."""
+        """What the policy did to this request, in one word: ``rejected``, ``changed``
+        (any action but neutral) or ``passed``; worked out once, for the access log, the
+        metrics and the trace alike; None where no policy applies (a 404, a stored
+        response)."""
         found = self._verdict
         if found is None and self.route is not None and self.policed:
-            found = self._verdict = verdict(self.outcomes) if self.outcomes else "passed"
+            found = "passed"
+            for outcome in self.outcomes:
+                if outcome.action == REJECTED:
+                    found = "rejected"
+                    break
+                if outcome.action != "neutral":
+                    found = "changed"
+            self._verdict = found
         return found
 
 

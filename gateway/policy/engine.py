@@ -9,7 +9,6 @@ the fuzz tests all call this one function.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -59,18 +58,6 @@ class Decision:
     error: InvalidRequest | None = None
     # ``n`` served by fan-out: ask the engine this many times and merge (1: no fan-out).
     fanout: int = 1
-
-
-def verdict(outcomes: Sequence[Outcome]) -> str:
-    """What the policy did to a request, in one word: ``rejected``, ``changed`` (any
-    action but neutral) or ``passed``; the access log, the metrics and the trace say it."""
-    found = "passed"
-    for outcome in outcomes:
-        if outcome.action == REJECTED:
-            return "rejected"
-        if outcome.action != "neutral":
-            found = "changed"
-    return found
 
 
 class Policy:
