@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from gateway._types import Headers
 from gateway.drain import Drain
+from gateway.fleet.access import ModelGate
 from gateway.limits.limiter import Limiter
 from gateway.observe.exchange import NullObserver, Observer, Tracer
 from gateway.policy.engine import Policy
@@ -22,7 +23,6 @@ class GatewayState:
 
     settings: Settings
     policy: Policy
-    upstream_auth: bytes | None = None
     observer: Observer = field(default_factory=NullObserver)
     # Checks the client's credentials: returns (client name, policy profile) or
     # raises AuthenticationFailed. None: no keys configured.
@@ -32,3 +32,4 @@ class GatewayState:
     tracer: Tracer | None = None  # None: tracing is off
     hinter: Hinter | None = None  # None: no routing hints (least in flight, no priorities)
     limiter: Limiter | None = None  # None: no rate limits configured
+    models: ModelGate | None = None  # None: every key may use every model

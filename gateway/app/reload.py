@@ -38,6 +38,7 @@ from gateway.app.reloadable import (
     restart_only_changes,
 )
 from gateway.app.reloadstatus import ReloadStatus, remove_status, status_dir, write_status
+from gateway.fleet.access import make_gate
 from gateway.observe.metrics import Metrics
 from gateway.policy.engine import Policy
 from gateway.settings import Settings, load_settings
@@ -195,8 +196,17 @@ class Reloader:
             if limits != limiter.config:
                 limiter.reconfigure(limits)
                 changed.append("rate limits")
+        access = new.settings.model_access
+        if access != state.settings.model_access:
+            state.models = make_gate(access)
+            changed.append("model access")
         state.settings = state.settings.model_copy(
-            update={"policy": new.settings.policy, "auth": new.settings.auth, "rate_limits": limits}
+            update={
+                "policy": new.settings.policy,
+                "auth": new.settings.auth,
+                "rate_limits": limits,
+                "model_access": access,
+            }
         )
         fields = _policy_fields(state.policy) | {"event": "reload", "trigger": trigger}
         if not changed:

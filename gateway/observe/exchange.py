@@ -29,6 +29,7 @@ class Exchange:
     # What a request may never set keeps its class default: a record is built per
     # request, and setting only what it has costs a quarter of a dataclass's __init__.
     model: str | None = None
+    deployment: str | None = None  # a fleet's deployment that served it (its config name)
     client: str | None = None  # the API key's name, when keys are on
     stream: bool = False
     status: int = 0

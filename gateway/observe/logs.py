@@ -83,7 +83,7 @@ def request_record(exchange: Exchange, now: float) -> dict[str, Any]:
     started = exchange.upstream_started
     first = exchange.first_byte
     usage = exchange.usage
-    return {
+    line = {
         "request_id": exchange.request_id,
         "method": exchange.method,
         "path": exchange.path,
@@ -105,6 +105,9 @@ def request_record(exchange: Exchange, now: float) -> dict[str, Any]:
         "total_tokens": usage.total if usage is not None else None,
         "rate_limited": exchange.rate_limited,
     }
+    if exchange.deployment is not None:  # a fleet's: a name from the config
+        line["deployment"] = exchange.deployment
+    return line
 
 
 class AccessLog:

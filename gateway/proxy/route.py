@@ -20,7 +20,7 @@ import orjson
 
 from gateway._types import Headers
 from gateway.limits.meter import Usage, usage_of
-from gateway.policy.engine import Decision, apply_policy
+from gateway.policy.engine import Decision, Policy, apply_policy
 from gateway.proxy.call import Call
 from gateway.proxy.shaper import StreamShaper
 from gateway.routes import RouteRow
@@ -54,9 +54,14 @@ class Route:
         # The field affinity's content key reads.
         self.content = row.content if row is not None else ""
 
+    def policy(self, call: Call) -> Policy:
+        """The policy of the call's deployment (the gateway's live one, read once)."""
+        return self.state.policy if call.policy is None else call.policy
+
     def decide(self, call: Call, body: dict[str, Any]) -> Decision:
         """The policy's verdict on ``body`` (raised if it refuses), recorded on the call."""
-        decision = apply_policy(self.state.policy, self.name or "", body, profile=call.profile)
+        policy = self.state.policy if call.policy is None else call.policy
+        decision = apply_policy(policy, self.name or "", body, profile=call.profile)
         record = call.record
         record.outcomes = decision.outcomes
         if decision.error is not None:

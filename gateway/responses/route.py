@@ -147,7 +147,7 @@ class TranslatedResponses(Route):
         previous = approved.get("previous_response_id")
         history = [] if previous is None else await read_history(self.store, previous, owner)
         items = input_items(approved.get("input"), ids=store)
-        role = instructions_role(self.state.policy, call.profile)
+        role = instructions_role(self.policy(call), call.profile)
         chat = to_chat(approved, [*history, *items], first=len(history), instructions_role=role)
         if not chat["messages"]:
             raise InvalidRequest(

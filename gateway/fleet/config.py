@@ -1,0 +1,143 @@
+"""The fleet in config.yaml: deployments, each with its engine, its policy and the
+model names it serves, and aliases from client-facing names onto served ones.
+
+``deployments`` empty (the default) is the single deployment of today: the
+top-level ``upstream`` and ``policy``, serving any model name (the engine
+decides). Otherwise every request's ``model`` must be a name a deployment serves
+or an alias of one (docs/fleet.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from gateway.upstream.config import Upstream
+
+# A deployment's name is a metrics label and a log field: bounded by the config,
+# and plain enough for both.
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$"
+
+
+class Alias(BaseModel):
+    """A client-facing model name the gateway rewrites to a served one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    to: str = Field(min_length=1, description="the served model name the engine gets")
+    hidden: bool = Field(default=False, description="left out of GET /v1/models")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _plain(cls, data: Any) -> Any:
+        # "alias: served" is the short form of {to: served}.
+        return {"to": data} if isinstance(data, str) else data
+
+
+class Deployment(BaseModel):
+    """One engine deployment of the fleet: its replicas, its policy, its models."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(pattern=NAME_PATTERN, description="its name in metrics, logs and /readyz")
+    upstream: Upstream = Field(description="its engine, as the top-level upstream section")
+    policy: Path | None = Field(
+        default=None, description="its policy file (unset: the top-level policy)"
+    )
+    models: list[str] = Field(min_length=1, description="the model names its engine serves")
+    aliases: dict[str, Alias] = Field(
+        default_factory=dict, description="client-facing name -> a name this deployment serves"
+    )
+    failover: str | None = Field(
+        default=None,
+        description="the deployment that takes its requests when all its replicas are out "
+        "or its queue sheds; it must serve the same models",
+    )
+    owned_by: str = Field(default="ft-gateway", description="owned_by in GET /v1/models")
+
+    def names(self) -> Iterator[str]:
+        """Every name a client may ask this deployment by (served, then aliases)."""
+        yield from self.models
+        yield from self.aliases
+
+
+class ModelAccess(BaseModel):
+    """Which models an API key, or the keys of a profile, may use (by the names clients
+    send: served names and aliases). A key or profile not named here may use any."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    keys: dict[str, list[str]] = Field(
+        default_factory=dict, description="API key name -> the model names it may use"
+    )
+    profiles: dict[str, list[str]] = Field(
+        default_factory=dict,
+        description="policy profile -> the model names its keys may use (a key's own list wins)",
+    )
+
+
+Location = tuple[str | int, ...]
+
+
+def find_model(deployments: Sequence[Deployment], name: str) -> tuple[Deployment, str] | None:
+    """The deployment a request for ``name`` goes to and the name its engine gets."""
+    for deployment in deployments:
+        if name in deployment.models:
+            return deployment, name
+        alias = deployment.aliases.get(name)
+        if alias is not None:
+            return deployment, alias.to
+    return None
+
+
+def fleet_problems(deployments: Sequence[Deployment]) -> list[tuple[Location, str]]:
+    """What makes a fleet ambiguous or unroutable, as (key path, message): a deployment
+    named twice, a name served (or aliased) twice, an alias onto a name its deployment
+    does not serve, a failover that is unknown or serves other models."""
+    problems: list[tuple[Location, str]] = []
+    by_name: dict[str, int] = {}
+    owner: dict[str, str] = {}
+    for i, deployment in enumerate(deployments):
+        if deployment.name in by_name:
+            problems.append(((i, "name"), f"deployment {deployment.name!r} is named twice"))
+        by_name.setdefault(deployment.name, i)
+        for j, model in enumerate(deployment.models):
+            if model in owner:
+                problems.append(
+                    ((i, "models", j), f"model {model!r} is already served by {owner[model]!r}")
+                )
+            owner.setdefault(model, deployment.name)
+    for i, deployment in enumerate(deployments):
+        for alias, target in deployment.aliases.items():
+            where: Location = (i, "aliases", alias)
+            if alias in owner and owner[alias] != f"alias of {deployment.name}":
+                problems.append((where, f"{alias!r} is already a model name of {owner[alias]!r}"))
+                continue
+            owner[alias] = f"alias of {deployment.name}"
+            if target.to not in deployment.models:
+                elsewhere = owner.get(target.to)
+                hint = f" (served by {elsewhere!r}: alias it there)" if elsewhere else ""
+                problems.append(
+                    ((*where, "to"), f"{target.to!r} is not served by {deployment.name!r}{hint}")
+                )
+        if deployment.failover is not None:
+            where = (i, "failover")
+            other = by_name.get(deployment.failover)
+            if other is None:
+                problems.append((where, f"no deployment is named {deployment.failover!r}"))
+            elif other == i:
+                problems.append((where, "a deployment cannot fail over to itself"))
+            else:
+                missing = set(deployment.models) - set(deployments[other].models)
+                if missing:
+                    problems.append(
+                        (
+                            where,
+                            f"{deployment.failover!r} does not serve {sorted(missing)}: "
+                            "failover never answers with another model",
+                        )
+                    )
+    return problems

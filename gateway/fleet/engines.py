@@ -1,0 +1,62 @@
+"""The fleet opened: one pool of replicas per deployment, and the table from each
+client-facing model name to its deployment and served name (upstream/engines.py)."""
+
+from __future__ import annotations
+
+import httpx
+
+from gateway.app.reloadable import Reloadable
+from gateway.routing.config import Dns
+from gateway.settings import Settings
+from gateway.upstream.engines import Engine, Engines, Target
+from gateway.upstream.factory import make_upstream
+
+
+def _auth(key: str | None) -> bytes | None:
+    return f"Bearer {key}".encode() if key else None
+
+
+def open_engines(live: Reloadable, *, transport: httpx.AsyncBaseTransport | None = None) -> Engines:
+    """The engines ``live.settings`` name: the single ``upstream`` serving any model,
+    or each deployment's pool with its policy and its models."""
+    settings = live.settings
+    if not settings.deployments:
+        single = Engine(
+            "",
+            make_upstream(settings, transport=transport),
+            settings.upstream.url,
+            auth=_auth(settings.upstream_api_key()),
+        )
+        return Engines(single)
+    targets: dict[str, Target] = {}
+    engines: list[Engine] = []
+    for deployment in settings.deployments:
+        # The gateway's timeouts and limits, this deployment's engine.
+        own = settings.model_copy(update={"upstream": deployment.upstream})
+        engine = Engine(
+            deployment.name,
+            make_upstream(own, transport=transport),
+            deployment.upstream.url,
+            policy=live.policies[deployment.name],
+            auth=_auth(own.upstream_api_key()),
+            models=tuple(deployment.models),
+            owned_by=deployment.owned_by,
+        )
+        engines.append(engine)
+        for model in deployment.models:
+            targets[model] = Target(engine, model)
+        for name, alias in deployment.aliases.items():
+            targets[name] = Target(engine, alias.to, alias=True, hidden=alias.hidden)
+    by_name = {engine.name: engine for engine in engines}
+    for deployment in settings.deployments:
+        if deployment.failover is not None:
+            by_name[deployment.name].failover = by_name[deployment.failover]
+    return Engines(engines[0], targets)
+
+
+def engine_dns(settings: Settings, engine: Engine) -> Dns | None:
+    """The DNS name ``engine``'s replicas come from, if its deployment has one."""
+    for deployment in settings.deployments:
+        if deployment.name == engine.name:
+            return deployment.upstream.dns
+    return None
