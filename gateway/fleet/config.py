@@ -93,6 +93,25 @@ def find_model(deployments: Sequence[Deployment], name: str) -> tuple[Deployment
     return None
 
 
+def _standby(deployments: Sequence[Deployment], one: str, other: str) -> bool:
+    """Whether ``one`` and ``other`` are a deployment and its failover (either way round):
+    the only two that may serve the same name."""
+    failover = {d.name: d.failover for d in deployments}
+    return failover.get(one) == other or failover.get(other) == one
+
+
+def primaries(deployments: Sequence[Deployment]) -> dict[str, Deployment]:
+    """The deployment each served name goes to: the one that serves it and is not the
+    failover of another that serves it too."""
+    taken: dict[str, Deployment] = {}
+    for deployment in deployments:
+        for model in deployment.models:
+            first = taken.get(model)
+            if first is None or first.name == deployment.failover:
+                taken[model] = deployment
+    return taken
+
+
 def fleet_problems(deployments: Sequence[Deployment]) -> list[tuple[Location, str]]:
     """What makes a fleet ambiguous or unroutable, as (key path, message): a deployment
     named twice, a name served (or aliased) twice, an alias onto a name its deployment
@@ -105,9 +124,10 @@ def fleet_problems(deployments: Sequence[Deployment]) -> list[tuple[Location, st
             problems.append(((i, "name"), f"deployment {deployment.name!r} is named twice"))
         by_name.setdefault(deployment.name, i)
         for j, model in enumerate(deployment.models):
-            if model in owner:
+            first = owner.get(model)
+            if first is not None and not _standby(deployments, first, deployment.name):
                 problems.append(
-                    ((i, "models", j), f"model {model!r} is already served by {owner[model]!r}")
+                    ((i, "models", j), f"model {model!r} is already served by {first!r}")
                 )
             owner.setdefault(model, deployment.name)
     for i, deployment in enumerate(deployments):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import httpx
 
 from gateway.app.reloadable import Reloadable
+from gateway.fleet.config import primaries
 from gateway.routing.config import Dns
 from gateway.settings import Settings
 from gateway.upstream.engines import Engine, Engines, Target
@@ -43,11 +44,13 @@ def open_engines(live: Reloadable, *, transport: httpx.AsyncBaseTransport | None
             owned_by=deployment.owned_by,
         )
         engines.append(engine)
-        for model in deployment.models:
-            targets[model] = Target(engine, model)
+    by_name = {engine.name: engine for engine in engines}
+    for model, deployment in primaries(settings.deployments).items():
+        targets[model] = Target(by_name[deployment.name], model)
+    for deployment in settings.deployments:
+        engine = by_name[deployment.name]
         for name, alias in deployment.aliases.items():
             targets[name] = Target(engine, alias.to, alias=True, hidden=alias.hidden)
-    by_name = {engine.name: engine for engine in engines}
     for deployment in settings.deployments:
         if deployment.failover is not None:
             by_name[deployment.name].failover = by_name[deployment.failover]

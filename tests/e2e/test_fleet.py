@@ -4,6 +4,7 @@ and a hidden alias; each request reaches only its deployment, by the name it ser
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -19,6 +20,7 @@ from tests.support.fleet import (
     SeenEngine,
     deployment,
     fleet_settings,
+    keys_file,
     policy_rejecting_seed,
     running_engines,
 )
@@ -43,12 +45,15 @@ class Fleet:
 
 
 @asynccontextmanager
-async def fleet(tmp_path: Path) -> AsyncIterator[Fleet]:
+async def fleet(
+    tmp_path: Path, overrides: dict[tuple[str, ...], Any] | None = None, api_key: str = "sk-test"
+) -> AsyncIterator[Fleet]:
     alpha = [SeenEngine("alpha"), SeenEngine("alpha")]
     beta = SeenEngine("beta")
     async with running_engines([*alpha, beta]):
         settings = fleet_settings(
-            [
+            overrides=overrides,
+            deployments=[
                 deployment(
                     "chat",
                     alpha,
@@ -59,9 +64,9 @@ async def fleet(tmp_path: Path) -> AsyncIterator[Fleet]:
                     },
                 ),
                 deployment("code", [beta], policy=policy_rejecting_seed(tmp_path)),
-            ]
+            ],
         )
-        async with serve_gateway(settings) as gateway, sdk(gateway.url) as client:
+        async with serve_gateway(settings) as gateway, sdk(gateway.url, api_key=api_key) as client:
             yield Fleet(gateway, client, alpha, beta)
 
 
@@ -146,3 +151,68 @@ async def test_each_deployment_has_its_own_policy(tmp_path: Path) -> None:
         assert f.seen() == {"alpha": ["alpha"], "beta": []}
         records = f.gateway.recorder.finished_exchanges
         assert [r.deployment for r in records] == ["chat", "code"]
+
+
+async def test_a_key_limited_to_some_models_gets_the_404_for_the_others(tmp_path: Path) -> None:
+    keys, tokens = keys_file(tmp_path, {"alice": "", "bob": ""})
+    limits = {
+        ("auth", "keys_file"): str(keys),
+        ("model_access",): {"keys": {"alice": ["alpha", "gpt-4o-mini"]}},
+    }
+    async with fleet(tmp_path, limits, api_key=tokens["alice"]) as f:
+        assert sorted([m.id async for m in f.client.models.list()]) == ["alpha", "gpt-4o-mini"]
+        assert (await chat(f.client, "gpt-4o-mini")).model == "alpha"
+        with pytest.raises(openai.NotFoundError) as caught:
+            await chat(f.client, "beta")
+        assert (caught.value.code, caught.value.param) == ("model_not_found", "model")
+        with pytest.raises(openai.NotFoundError):
+            await f.client.models.retrieve("beta")
+        async with sdk(f.gateway.url, api_key=tokens["bob"]) as bob:
+            assert (await chat(bob, "beta")).model == "beta"
+            listed = sorted([m.id async for m in bob.models.list()])
+        assert listed == ["alpha", "beta", "gpt-4o-mini"]
+        assert f.seen() == {"alpha": ["alpha"], "beta": ["beta"]}
+
+
+async def test_one_deployment_down_leaves_the_other_serving_and_the_gateway_ready(
+    tmp_path: Path,
+) -> None:
+    async with fleet(tmp_path) as f, httpx.AsyncClient(base_url=f.gateway.url) as raw:
+        await f.beta.stop()
+        assert (await chat(f.client, "alpha")).model == "alpha"
+        with pytest.raises(openai.APIStatusError) as caught:
+            await chat(f.client, "beta")
+        assert caught.value.status_code == 502  # its engine is gone; no other model answers
+        ready = await raw.get("/readyz")
+        assert ready.status_code == 200
+        deployments = ready.json()["deployments"]
+        assert deployments["chat"] == {"status": "up"}
+        assert deployments["code"]["status"] == "down"
+        assert sorted([m.id async for m in f.client.models.list()]) == [
+            "alpha",
+            "beta",
+            "gpt-4o-mini",
+        ]
+        for engine in f.alpha:
+            await engine.stop()
+        assert (await raw.get("/readyz")).status_code == 503
+
+
+async def test_failover_serves_the_same_model_with_no_failed_request(tmp_path: Path) -> None:
+    primary, standby = [SeenEngine("alpha"), SeenEngine("alpha")], SeenEngine("alpha")
+    async with running_engines([*primary, standby]):
+        settings = fleet_settings(
+            [
+                deployment("chat", primary, failover="chat-standby"),
+                deployment("chat-standby", [standby]),
+            ]
+        )
+        async with serve_gateway(settings) as gateway, sdk(gateway.url) as client:
+            assert (await chat(client, "alpha")).model == "alpha"
+            for engine in primary:
+                await engine.stop()
+            answers = await asyncio.gather(*(chat(client, "alpha") for _ in range(6)))
+            assert [a.model for a in answers] == ["alpha"] * 6
+            assert standby.models == ["alpha"] * 6
+            served = [r.deployment for r in gateway.recorder.finished_exchanges]
+            assert served == ["chat"] + ["chat-standby"] * 6

@@ -33,8 +33,19 @@ def check(tmp_path: Path, text: str, capsys: pytest.CaptureFixture[str]) -> tupl
     return status, capsys.readouterr().out.splitlines()
 
 
-def test_a_good_fleet_passes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    status, lines = check(tmp_path, GOOD, capsys)
+@pytest.mark.parametrize(
+    "edit",
+    [
+        ("", ""),
+        # A failover serves the same name: the two may share it (and only they).
+        ("owned_by: team-a", "failover: chat-b"),
+    ],
+)
+def test_a_good_fleet_passes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], edit: tuple[str, str]
+) -> None:
+    text = GOOD.replace("models: [beta]", "models: [beta, alpha]") if edit[0] else GOOD
+    status, lines = check(tmp_path, text.replace(*edit) if edit[0] else text, capsys)
     assert (status, lines[0][:4]) == (0, "ok: "), lines
 
 

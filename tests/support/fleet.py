@@ -5,6 +5,7 @@ gateway with their deployments."""
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -25,6 +26,11 @@ class SeenEngine:
     model: str
     models: list[str] = field(default_factory=list)
     url: str = ""
+    server: contextlib.AsyncExitStack = field(default_factory=contextlib.AsyncExitStack)
+
+    async def stop(self) -> None:
+        """Stop serving (the engine is gone: its port refuses connections)."""
+        await self.server.aclose()
 
     def app(self) -> Any:
         engine = create_engine(model_name=self.model, max_batch=8)
@@ -60,7 +66,8 @@ async def running_engines(engines: Sequence[SeenEngine]) -> AsyncIterator[None]:
     """Serve every engine on its own loopback port (``url`` set) while open."""
     async with contextlib.AsyncExitStack() as stack:
         for engine in engines:
-            engine.url = await stack.enter_async_context(running_server(engine.app()))
+            stack.push_async_callback(engine.stop)
+            engine.url = await engine.server.enter_async_context(running_server(engine.app()))
         yield
 
 
@@ -95,6 +102,20 @@ def fleet_settings(
         **(overrides or {}),
     }
     return load_settings(None, overrides=flags, environ={})
+
+
+def keys_file(directory: Path, keys: Mapping[str, str]) -> tuple[Path, dict[str, str]]:
+    """A keys file in ``directory`` with a key per name of ``keys`` (name -> profile, or
+    ""); returns it and each name's bearer token."""
+    tokens = {name: f"sk-{name}-fleet" for name in keys}
+    lines = ["keys:"]
+    for name, profile in keys.items():
+        digest = hashlib.sha256(tokens[name].encode()).hexdigest()
+        extra = f", profile: {profile}" if profile else ""
+        lines.append(f"  - {{name: {name}, sha256: {digest}{extra}}}")
+    path = directory / "keys.yaml"
+    path.write_text("\n".join(lines) + "\n")
+    return path, tokens
 
 
 def policy_rejecting_seed(directory: Path) -> Path:
