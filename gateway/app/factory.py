@@ -142,6 +142,8 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         state.engines = engines = open_engines(live, transport=transport)
+        # A reload's new table keeps the pools of the deployments it leaves unchanged.
+        reloader.reopen = lambda new: open_engines(new, transport=transport, reuse=state.engines)
         for pool in engines.pools():
             if isinstance(pool, Balancer):
                 metrics.tallies.routing = pool.tallies
@@ -158,7 +160,7 @@ def create_app(
                 yield
         finally:
             try:
-                await engines.aclose()
+                await state.engines.aclose()  # the live table: a reload may have swapped it
                 if store is not None:
                     await store.aclose()
                 if state.limiter is not None:

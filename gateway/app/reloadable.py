@@ -33,6 +33,7 @@ _RELOADABLE: tuple[Location, ...] = (
     ("auth",),
     ("rate_limits",),
     ("model_access",),
+    ("deployments",),
 )
 _RESTART_ONLY: tuple[Location, ...] = (("rate_limits", "store"), ("rate_limits", "redis"))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 
 from gateway.app.reloadable import Reloadable
-from gateway.fleet.config import primaries
+from gateway.fleet.config import Deployment, primaries
 from gateway.routing.config import Dns
 from gateway.settings import Settings
 from gateway.upstream.engines import Engine, Engines, Target
@@ -17,9 +17,17 @@ def _auth(key: str | None) -> bytes | None:
     return f"Bearer {key}".encode() if key else None
 
 
-def open_engines(live: Reloadable, *, transport: httpx.AsyncBaseTransport | None = None) -> Engines:
+def open_engines(
+    live: Reloadable,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+    reuse: Engines | None = None,
+) -> Engines:
     """The engines ``live.settings`` name: the single ``upstream`` serving any model,
-    or each deployment's pool with its policy and its models."""
+    or each deployment's pool with its policy and its models. ``reuse``: the live
+    engines (a reload): a deployment whose upstream is unchanged keeps its pool (its
+    connections, health and queue); the pools no deployment uses any more are kept
+    in ``retired`` (requests in flight finish on them) and closed with the rest."""
     settings = live.settings
     if not settings.deployments:
         single = Engine(
@@ -31,17 +39,25 @@ def open_engines(live: Reloadable, *, transport: httpx.AsyncBaseTransport | None
         return Engines(single)
     targets: dict[str, Target] = {}
     engines: list[Engine] = []
+    old = {e.name: e for e in reuse.engines} if reuse is not None else {}
     for deployment in settings.deployments:
         # The gateway's timeouts and limits, this deployment's engine.
         own = settings.model_copy(update={"upstream": deployment.upstream})
+        before = old.get(deployment.name)
+        kept = isinstance(before, Engine) and isinstance(before.config, Deployment)
+        if before is not None and kept and before.config.upstream == deployment.upstream:
+            pool = before.upstream
+        else:
+            pool = make_upstream(own, transport=transport)
         engine = Engine(
             deployment.name,
-            make_upstream(own, transport=transport),
+            pool,
             deployment.upstream.url,
             policy=live.policies[deployment.name],
             auth=_auth(own.upstream_api_key()),
             models=tuple(deployment.models),
             owned_by=deployment.owned_by,
+            config=deployment,
         )
         engines.append(engine)
     by_name = {engine.name: engine for engine in engines}
@@ -54,7 +70,13 @@ def open_engines(live: Reloadable, *, transport: httpx.AsyncBaseTransport | None
     for deployment in settings.deployments:
         if deployment.failover is not None:
             by_name[deployment.name].failover = by_name[deployment.failover]
-    return Engines(engines[0], targets)
+    opened = Engines(engines[0], targets, tuple(engines))
+    if reuse is not None:
+        live_pools = set(map(id, opened.pools()))
+        opened.retired = [
+            pool for pool in (*reuse.pools(), *reuse.retired) if id(pool) not in live_pools
+        ]
+    return opened
 
 
 def engine_dns(settings: Settings, engine: Engine) -> Dns | None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from gateway.errors import InvalidRequest, ModelNotFound
 from gateway.policy.engine import Policy
@@ -29,6 +30,7 @@ class Engine:
     models: tuple[str, ...] = ()  # the names its engine serves (none: any)
     owned_by: str = "ft-gateway"
     failover: Engine | None = None  # takes its requests when none of its replicas can
+    config: Any = None  # its deployment's settings (a reload compares them)
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,13 +46,20 @@ class Target:
 class Engines:
     """The upstream clients of the gateway, by model."""
 
-    def __init__(self, default: Engine, targets: Mapping[str, Target] | None = None) -> None:
-        self.default = default  # the single deployment (or the fleet's first, for /readyz)
+    def __init__(
+        self,
+        default: Engine,
+        targets: Mapping[str, Target] | None = None,
+        engines: tuple[Engine, ...] = (),
+    ) -> None:
+        self.default = default  # the single deployment (or the fleet's first)
         self.targets = dict(targets or {})
         self.fleet = bool(targets)
-        self.engines: tuple[Engine, ...] = tuple(
-            dict.fromkeys([default, *(t.engine for t in self.targets.values())])
-        )
+        # Every deployment, in the config's order (a failover may be the target of no name).
+        self.engines: tuple[Engine, ...] = engines or (default,)
+        # Pools a reload took out of service: closed with the others (requests in
+        # flight may still be on them).
+        self.retired: list[UpstreamClient] = []
 
     def target(self, model: object) -> Target:
         """The deployment that serves ``model`` and the name its engine gets; a fleet
@@ -80,6 +89,6 @@ class Engines:
         return tuple(engine.upstream for engine in self.engines)
 
     async def aclose(self) -> None:
-        """Close every pool's connections."""
-        for pool in self.pools():
+        """Close every pool's connections, the retired ones too."""
+        for pool in (*self.pools(), *self.retired):
             await pool.aclose()
