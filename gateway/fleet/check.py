@@ -100,4 +100,13 @@ def access_problems(
                     problems.append(
                         where((*at, i), f"no deployment serves {model!r} (nor is it an alias)")
                     )
+    served = {m for d in settings.deployments for m in d.models}
+    for model in settings.rate_limits.models:
+        if served and model not in served:
+            problems.append(
+                where(
+                    ("rate_limits", "models", model),
+                    f"no deployment serves {model!r} (limits are by the name an engine serves)",
+                )
+            )
     return problems

@@ -157,7 +157,9 @@ class ProxyEndpoint:
             n=prepared.fanout,
             fields=prepared.fields,
         )
-        ticket = await limiter.admit(call.record.client, call.profile, tokens=tokens)
+        target = call.target  # an alias counts against the model it names
+        model = call.record.model if target is None else target.served
+        ticket = await limiter.admit(call.record.client, call.profile, tokens=tokens, model=model)
         if ticket is not None:
             call.responder.extra = ticket.headers
         return ticket

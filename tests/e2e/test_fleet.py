@@ -20,11 +20,11 @@ from tests.support.fleet import (
     SeenEngine,
     deployment,
     fleet_settings,
-    keys_file,
     policy_rejecting_seed,
     running_engines,
 )
 from tests.support.gateways import Gateway, serve_gateway
+from tests.support.limits import key_of, write_keys
 from tests.support.sdk import sdk
 
 pytestmark = pytest.mark.anyio
@@ -154,12 +154,12 @@ async def test_each_deployment_has_its_own_policy(tmp_path: Path) -> None:
 
 
 async def test_a_key_limited_to_some_models_gets_the_404_for_the_others(tmp_path: Path) -> None:
-    keys, tokens = keys_file(tmp_path, {"alice": "", "bob": ""})
+    keys = write_keys(tmp_path, {"alice": None, "bob": None})
     limits = {
         ("auth", "keys_file"): str(keys),
         ("model_access",): {"keys": {"alice": ["alpha", "gpt-4o-mini"]}},
     }
-    async with fleet(tmp_path, limits, api_key=tokens["alice"]) as f:
+    async with fleet(tmp_path, limits, api_key=key_of("alice")) as f:
         assert sorted([m.id async for m in f.client.models.list()]) == ["alpha", "gpt-4o-mini"]
         assert (await chat(f.client, "gpt-4o-mini")).model == "alpha"
         with pytest.raises(openai.NotFoundError) as caught:
@@ -167,7 +167,7 @@ async def test_a_key_limited_to_some_models_gets_the_404_for_the_others(tmp_path
         assert (caught.value.code, caught.value.param) == ("model_not_found", "model")
         with pytest.raises(openai.NotFoundError):
             await f.client.models.retrieve("beta")
-        async with sdk(f.gateway.url, api_key=tokens["bob"]) as bob:
+        async with sdk(f.gateway.url, api_key=key_of("bob")) as bob:
             assert (await chat(bob, "beta")).model == "beta"
             listed = sorted([m.id async for m in bob.models.list()])
         assert listed == ["alpha", "beta", "gpt-4o-mini"]

@@ -5,7 +5,6 @@ gateway with their deployments."""
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -102,20 +101,6 @@ def fleet_settings(
         **(overrides or {}),
     }
     return load_settings(None, overrides=flags, environ={})
-
-
-def keys_file(directory: Path, keys: Mapping[str, str]) -> tuple[Path, dict[str, str]]:
-    """A keys file in ``directory`` with a key per name of ``keys`` (name -> profile, or
-    ""); returns it and each name's bearer token."""
-    tokens = {name: f"sk-{name}-fleet" for name in keys}
-    lines = ["keys:"]
-    for name, profile in keys.items():
-        digest = hashlib.sha256(tokens[name].encode()).hexdigest()
-        extra = f", profile: {profile}" if profile else ""
-        lines.append(f"  - {{name: {name}, sha256: {digest}{extra}}}")
-    path = directory / "keys.yaml"
-    path.write_text("\n".join(lines) + "\n")
-    return path, tokens
 
 
 def policy_rejecting_seed(directory: Path) -> Path:
