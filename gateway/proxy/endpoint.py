@@ -108,6 +108,7 @@ class ProxyEndpoint:
                     target = call.target = state.engines.target(model)
                     call.policy = target.engine.policy
                     record.deployment = target.engine.name
+                    record.served = target.served
                     if target.alias:
                         body = {**body, "model": target.served}
                         raw = orjson.dumps(body)
