@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from gateway._types import Headers
 from gateway.drain import Drain
@@ -13,7 +14,13 @@ from gateway.observe.exchange import NullObserver, Observer, Tracer
 from gateway.policy.engine import Policy
 from gateway.routing.hint import Hinter
 from gateway.settings import Settings
-from gateway.upstream.engines import Engines
+from gateway.upstream.engines import Engines, Target
+
+
+class ModelRouting(Protocol):
+    """What the endpoint asks of a request's model (gateway/fleet/router.py)."""
+
+    def route(self, call: Any, model: object) -> Target | None: ...
 
 
 @dataclass
@@ -33,3 +40,5 @@ class GatewayState:
     hinter: Hinter | None = None  # None: no routing hints (least in flight, no priorities)
     limiter: Limiter | None = None  # None: no rate limits configured
     models: ModelGate | None = None  # None: every key may use every model
+    # Routes requests by model (fleet/router.py); None: one deployment, no key limited.
+    router: ModelRouting | None = None

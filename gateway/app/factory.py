@@ -27,6 +27,7 @@ from gateway.errors import GatewayError, MethodNotAllowed, NotFound, render
 from gateway.fleet.access import make_gate
 from gateway.fleet.engines import engine_dns, open_engines
 from gateway.fleet.models import ModelList
+from gateway.fleet.router import ModelRouter, needs_router
 from gateway.limits.limiter import make_limiter
 from gateway.observe.exchange import UNSERVED, Exchange, Observer, Observers, Tracer
 from gateway.observe.logs import AccessLog
@@ -116,6 +117,7 @@ def create_app(
     if live.keyring is not None:
         state.authenticate = live.keyring.authenticate
     state.models = make_gate(settings.model_access)
+    state.router = ModelRouter(state) if needs_router(state) else None
 
     state.limiter = make_limiter(
         settings.rate_limits, worker_dir=worker_dir, worker_index=worker_index

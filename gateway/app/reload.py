@@ -40,6 +40,7 @@ from gateway.app.reloadable import (
 from gateway.app.reloadstatus import ReloadStatus, remove_status, status_dir, write_status
 from gateway.fleet.access import make_gate
 from gateway.fleet.reload import fleet_changed, fleet_reload_problems
+from gateway.fleet.router import ModelRouter
 from gateway.observe.metrics import Metrics
 from gateway.policy.engine import Policy
 from gateway.settings import Settings, load_settings
@@ -207,6 +208,7 @@ class Reloader:
         access = new.settings.model_access
         if access != state.settings.model_access:
             state.models = make_gate(access)
+            state.router = ModelRouter(state) if state.engines.fleet or state.models else None
             changed.append("model access")
         state.settings = state.settings.model_copy(
             update={

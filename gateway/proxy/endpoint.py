@@ -24,7 +24,6 @@ from gateway._types import Headers, Receive, Scope, Send
 from gateway.cutoff import Cutoff
 from gateway.errors import (
     GatewayError,
-    ModelNotFound,
     Overloaded,
     RateLimited,
     RequestTimeout,
@@ -96,20 +95,11 @@ class ProxyEndpoint:
                     tracer.request(record, body)
                 model = body.get("model")
                 record.model = model if isinstance(model, str) else None
-                gate = state.models
-                if (
-                    gate is not None
-                    and isinstance(model, str)
-                    and not gate.may_use(record.client, call.profile, model)
-                ):
-                    raise ModelNotFound(model)
-                if state.engines.fleet:
+                router = state.router
+                if router is not None:
                     # The model picks the deployment, before its policy sees the body.
-                    target = call.target = state.engines.target(model)
-                    call.policy = target.engine.policy
-                    record.deployment = target.engine.name
-                    record.served = target.served
-                    if target.alias:
+                    target = router.route(call, model)
+                    if target is not None and target.alias:
                         body = {**body, "model": target.served}
                         raw = orjson.dumps(body)
                 if state.hinter is not None:

@@ -60,8 +60,9 @@ class Route:
 
     def decide(self, call: Call, body: dict[str, Any]) -> Decision:
         """The policy's verdict on ``body`` (raised if it refuses), recorded on the call."""
-        policy = self.state.policy if call.policy is None else call.policy
-        decision = apply_policy(policy, self.name or "", body, profile=call.profile)
+        decision = apply_policy(
+            call.policy or self.state.policy, self.name or "", body, profile=call.profile
+        )
         record = call.record
         record.outcomes = decision.outcomes
         if decision.error is not None:
