@@ -68,10 +68,11 @@ def test_an_engine_that_honours_everything_gets_honoured_everywhere(honest: Prob
 
 
 def test_the_request_budget_is_counted_up_front() -> None:
-    # 39 chat requests before the checks inside messages, which add 10; 36 for completions.
-    assert planned_requests([CHAT]) == 49
-    assert planned_requests([COMPLETIONS]) == 36
-    assert planned_requests(BOTH) == 85
+    # 40 chat requests before the checks inside messages, which add 10; 37 for completions
+    # (one each for model itself).
+    assert planned_requests([CHAT]) == 50
+    assert planned_requests([COMPLETIONS]) == 37
+    assert planned_requests(BOTH) == 87
 
 
 def test_statistical_verdicts_carry_a_confidence(honest: ProbeResult) -> None:
