@@ -146,7 +146,9 @@ def create_app(
         state.engines = engines = open_engines(live, transport=transport)
         # A reload's new table keeps the pools of the deployments it leaves unchanged.
         reloader.reopen = lambda new: open_engines(new, transport=transport, reuse=state.engines)
-        for pool in engines.pools():
+        # The routing metrics are one balancer's (not yet labelled by deployment): a fleet's
+        # would mix its pools, so only the single deployment shows them.
+        for pool in engines.pools() if not engines.fleet else ():
             if isinstance(pool, Balancer):
                 metrics.tallies.routing = pool.tallies
                 metrics.routing_gauges = pool.gauges
