@@ -20,7 +20,7 @@ SUFFIXES = {"counter": ("_total",), "histogram": ("_bucket", "_sum", "_count"), 
 
 def exported() -> set[str]:
     """Every sample name /metrics can carry."""
-    names = set()
+    names: set[str] = set()
     for family in Metrics().collect():
         names.update(family.name + suffix for suffix in SUFFIXES[family.type])
     return names
