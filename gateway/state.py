@@ -20,7 +20,7 @@ from gateway.upstream.engines import Engines, Target
 class ModelRouting(Protocol):
     """What the endpoint asks of a request's model (gateway/fleet/router.py)."""
 
-    def route(self, call: Any, model: object) -> Target | None: ...
+    def route(self, call: Any, body: dict[str, Any], content: str) -> Target | None: ...
 
 
 @dataclass

@@ -25,7 +25,7 @@ from gateway.app.reload import Reloader
 from gateway.app.reloadable import load_reloadable
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound, render
 from gateway.fleet.access import make_gate
-from gateway.fleet.engines import engine_dns, open_engines
+from gateway.fleet.engines import engine_dns, hinter_for, open_engines
 from gateway.fleet.models import ModelList
 from gateway.fleet.router import ModelRouter, needs_router
 from gateway.limits.limiter import make_limiter
@@ -40,7 +40,6 @@ from gateway.proxy.openai import ModelsRoute
 from gateway.responses.routes import stored_routes
 from gateway.responses.store import make_store
 from gateway.routes import ROUTES
-from gateway.routing.hint import Hinter
 from gateway.settings import Settings
 from gateway.state import GatewayState
 from gateway.upstream.balancer import Balancer
@@ -108,12 +107,8 @@ def create_app(
     # The same function builds what a reload and ``check`` build: they agree.
     live = load_reloadable(settings, policy=policy)
     state = GatewayState(settings=settings, policy=live.policy)
-    upstream = settings.upstream
-    if upstream.routing == "affinity" or upstream.max_in_flight is not None:
-        state.hinter = Hinter(
-            upstream.affinity if upstream.routing == "affinity" else None,
-            low_priority_profiles=frozenset(upstream.queue.low_priority_profiles),
-        )
+    if not settings.deployments:  # a fleet's hints are each deployment's (fleet/router.py)
+        state.hinter = hinter_for(settings.upstream)
     if live.keyring is not None:
         state.authenticate = live.keyring.authenticate
     state.models = make_gate(settings.model_access)

@@ -8,9 +8,21 @@ import httpx
 from gateway.app.reloadable import Reloadable
 from gateway.fleet.config import Deployment, primaries
 from gateway.routing.config import Dns
+from gateway.routing.hint import Hinter
 from gateway.settings import Settings
+from gateway.upstream.config import Upstream
 from gateway.upstream.engines import Engine, Engines, Target
 from gateway.upstream.factory import make_upstream
+
+
+def hinter_for(upstream: Upstream) -> Hinter | None:
+    """The routing hints ``upstream`` picks replicas by (None: least in flight, one queue)."""
+    if upstream.routing != "affinity" and upstream.max_in_flight is None:
+        return None
+    return Hinter(
+        upstream.affinity if upstream.routing == "affinity" else None,
+        low_priority_profiles=frozenset(upstream.queue.low_priority_profiles),
+    )
 
 
 def _auth(key: str | None) -> bytes | None:
@@ -58,6 +70,7 @@ def open_engines(
             models=tuple(deployment.models),
             owned_by=deployment.owned_by,
             config=deployment,
+            hinter=hinter_for(deployment.upstream),
         )
         engines.append(engine)
     by_name = {engine.name: engine for engine in engines}

@@ -9,6 +9,8 @@ path costs one attribute test.
 
 from __future__ import annotations
 
+from typing import Any
+
 from gateway.errors import ModelNotFound
 from gateway.proxy.call import Call
 from gateway.state import GatewayState
@@ -23,10 +25,12 @@ class ModelRouter:
     def __init__(self, state: GatewayState) -> None:
         self.state = state
 
-    def route(self, call: Call, model: object) -> Target | None:
+    def route(self, call: Call, body: dict[str, Any], content: str) -> Target | None:
         """The request's deployment and served name (None: the single deployment);
         ModelNotFound for a model its key may not use or no deployment serves, or the
-        400 of a missing or non-string model in a fleet."""
+        400 of a missing or non-string model in a fleet. A fleet's routing hint is its
+        deployment's (``content``: the field the route keeps the conversation in)."""
+        model = body.get("model")
         state = self.state
         gate = state.models
         record = call.record
@@ -44,6 +48,12 @@ class ModelRouter:
         call.policy = engine.policy
         record.deployment = engine.name
         record.served = target.served
+        hinter = engine.hinter
+        if hinter is not None:
+            # From the body as sent: the policy may strip prompt_cache_key.
+            call.hint = hinter.hint(
+                body, call.headers, client=record.client, profile=call.profile, content=content
+            )
         return target
 
 

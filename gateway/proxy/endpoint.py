@@ -98,7 +98,7 @@ class ProxyEndpoint:
                 router = state.router
                 if router is not None:
                     # The model picks the deployment, before its policy sees the body.
-                    target = router.route(call, model)
+                    target = router.route(call, body, route.content)
                     if target is not None and target.alias:
                         body = {**body, "model": target.served}
                         raw = orjson.dumps(body)

@@ -15,6 +15,7 @@ from typing import Any
 
 from gateway.errors import InvalidRequest, ModelNotFound
 from gateway.policy.engine import Policy
+from gateway.routing.hint import Hinter
 from gateway.upstream.base import UpstreamClient
 
 
@@ -31,6 +32,7 @@ class Engine:
     owned_by: str = "ft-gateway"
     failover: Engine | None = None  # takes its requests when none of its replicas can
     config: Any = None  # its deployment's settings (a reload compares them)
+    hinter: Hinter | None = None  # a fleet's: its routing hints (affinity, priority)
 
 
 @dataclass(frozen=True, slots=True)

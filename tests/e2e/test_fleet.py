@@ -100,6 +100,8 @@ async def test_each_request_reaches_only_its_deployment_by_its_served_name(
         assert (await chat(f.client, "gpt-4o-mini")).model == "alpha"
         assert (await chat(f.client, "alpha-legacy")).model == "alpha"
         assert f.seen() == {"alpha": ["alpha"] * 3, "beta": ["beta"]}
+        # Affinity: the same conversation stays on one of the two replicas.
+        assert sorted(len(e.models) for e in f.alpha) == [0, 3]
 
 
 async def test_every_route_goes_through_the_model_lookup(tmp_path: Path) -> None:
