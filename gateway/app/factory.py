@@ -141,12 +141,18 @@ def create_app(
         state.engines = engines = open_engines(live, transport=transport)
         # A reload's new table keeps the pools of the deployments it leaves unchanged.
         reloader.reopen = lambda new: open_engines(new, transport=transport, reuse=state.engines)
-        # The routing metrics are one balancer's (not yet labelled by deployment): a fleet's
-        # would mix its pools, so only the single deployment shows them.
+        # The routing metrics are one balancer's; a fleet's are by deployment.
         for pool in engines.pools() if not engines.fleet else ():
             if isinstance(pool, Balancer):
                 metrics.tallies.routing = pool.tallies
                 metrics.routing_gauges = pool.gauges
+        if engines.fleet:
+            # By deployment instead, from the live table (a reload may swap it).
+            metrics.deployment_pools = lambda: [
+                (e.name, e.upstream)
+                for e in state.engines.engines
+                if isinstance(e.upstream, Balancer)
+            ]
         try:
             async with contextlib.AsyncExitStack() as stack:
                 await stack.enter_async_context(reloader.running(watch=settings.watch_policy))

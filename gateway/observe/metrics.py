@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -35,7 +35,12 @@ from gateway.observe.exchange import Exchange
 from gateway.observe.families import add_counts, counter, histogram
 from gateway.observe.histogram import LATENCY_BUCKETS as LATENCY_BUCKETS
 from gateway.observe.histogram import Histogram as Histogram
-from gateway.observe.routingmetrics import RoutingTallies, routing_families
+from gateway.observe.routingmetrics import (
+    RoutedPool,
+    RoutingTallies,
+    deployment_routing_families,
+    routing_families,
+)
 from gateway.policy.engine import Policy
 
 OTHER = "(other)"
@@ -94,6 +99,7 @@ class Tallies:
     # time to first byte: names from the config, so the labels are bounded by it.
     deployments: dict[tuple[str, str, int], int] = field(default_factory=dict)
     deployment_ttfb: dict[str, Histogram] = field(default_factory=dict)
+    deployment_routing: dict[str, RoutingTallies] = field(default_factory=dict)
 
     def merge(self, other: Tallies) -> None:
         """Add ``other``'s numbers to these (another worker's, for one scrape)."""
@@ -108,6 +114,8 @@ class Tallies:
         add_counts(self.usage_missing, other.usage_missing)
         add_counts(self.rate_limited, other.rate_limited)
         add_counts(self.deployments, other.deployments)
+        for name, routing in other.deployment_routing.items():
+            self.deployment_routing.setdefault(name, RoutingTallies()).merge(routing)
         self.limit_store_errors += other.limit_store_errors
         self.limit_store_bypassed += other.limit_store_bypassed
         for hists, others in (
@@ -157,6 +165,8 @@ class Metrics:
         # Fills the routing gauges when scraped (set by the balancer, if any).
         self.routing_gauges: Callable[[RoutingTallies], None] | None = None
         self.limiter: Limiter | None = None  # read when scraped
+        # A fleet's balancers by deployment, read when scraped (set by the app).
+        self.deployment_pools: Callable[[], Iterable[tuple[str, RoutedPool]]] | None = None
         self.registry.register(self)
 
     # The Observer protocol.
@@ -285,6 +295,12 @@ class Metrics:
         if self.limiter is not None:
             self.tallies.limit_store_errors = self.limiter.health.errors
             self.tallies.limit_store_bypassed = self.limiter.health.bypassed
+        if self.deployment_pools is not None:
+            routing = {}
+            for name, pool in self.deployment_pools():
+                pool.gauges(pool.tallies)
+                routing[name] = pool.tallies
+            self.tallies.deployment_routing = routing
         self.tallies.in_flight = len(live)
         # A stream is in flight once the policy let it through to the engine.
         self.tallies.streams_in_flight = sum(
@@ -432,3 +448,4 @@ def families(t: Tallies) -> Iterator[Metric]:
     yield info
     yield loaded
     yield from routing_families(t.routing)
+    yield from deployment_routing_families(t.deployment_routing)

@@ -47,9 +47,9 @@ def test_the_dashboard_covers_each_deployment_signal() -> None:
         "ft_gateway_deployment_requests_total",  # request rate, errors by code
         "ft_gateway_deployment_ttfb_seconds_bucket",  # p50/p99 time to first byte
         "ft_gateway_policy_decisions_total",  # rejections by field
-        "ft_gateway_queue_depth",
-        "ft_gateway_queue_shed_total",
-        "ft_gateway_replicas",
+        "ft_gateway_deployment_queue_depth",
+        "ft_gateway_deployment_queue_shed_total",
+        "ft_gateway_deployment_replicas",
         "ft_gateway_tokens_total",
         "ft_gateway_rate_limited_total",
     ):

@@ -25,6 +25,7 @@ from tests.support.fleet import (
 )
 from tests.support.gateways import Gateway, serve_gateway
 from tests.support.limits import key_of, write_keys
+from tests.support.metrics import Scrape
 from tests.support.sdk import sdk
 
 pytestmark = pytest.mark.anyio
@@ -180,6 +181,8 @@ async def test_one_deployment_down_leaves_the_other_serving_and_the_gateway_read
     tmp_path: Path,
 ) -> None:
     async with fleet(tmp_path) as f, httpx.AsyncClient(base_url=f.gateway.url) as raw:
+        m = Scrape((await raw.get("/metrics")).text)
+        assert m("ft_gateway_deployment_replicas", deployment="chat", state="in_service") == 2
         await f.beta.stop()
         assert (await chat(f.client, "alpha")).model == "alpha"
         with pytest.raises(openai.APIStatusError) as caught:
