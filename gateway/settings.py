@@ -15,10 +15,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
-from gateway.fleet.config import Deployment, ModelAccess
+from gateway.deployments import URL_PATTERN, Deployment, ModelAccess
+from gateway.deployments import Upstream as Upstream  # the section's model, named here too
 from gateway.limits.config import Metering, RateLimits
-from gateway.upstream.config import URL_PATTERN
-from gateway.upstream.config import Upstream as Upstream  # its home before the fleet
 from gateway.yamlsource import Problem, SourceError, YamlDocument, load_yaml
 
 ENV_PREFIX = "FT_GATEWAY_"

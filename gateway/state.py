@@ -8,13 +8,20 @@ from typing import Any, Protocol
 
 from gateway._types import Headers
 from gateway.drain import Drain
-from gateway.fleet.access import ModelGate
 from gateway.limits.limiter import Limiter
 from gateway.observe.exchange import NullObserver, Observer, Tracer
 from gateway.policy.engine import Policy
 from gateway.routing.hint import Hinter
 from gateway.settings import Settings
 from gateway.upstream.engines import Engines, Target
+
+
+class ModelsOfKeys(Protocol):
+    """Which models each key may use (gateway/fleet/access.py)."""
+
+    def allowed(self, client: str | None, profile: str | None) -> frozenset[str] | None: ...
+
+    def may_use(self, client: str | None, profile: str | None, model: str) -> bool: ...
 
 
 class ModelRouting(Protocol):
@@ -39,6 +46,6 @@ class GatewayState:
     tracer: Tracer | None = None  # None: tracing is off
     hinter: Hinter | None = None  # None: no routing hints (least in flight, no priorities)
     limiter: Limiter | None = None  # None: no rate limits configured
-    models: ModelGate | None = None  # None: every key may use every model
+    models: ModelsOfKeys | None = None  # None: every key may use every model
     # Routes requests by model (fleet/router.py); None: one deployment, no key limited.
     router: ModelRouting | None = None

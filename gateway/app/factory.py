@@ -138,9 +138,11 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        state.engines = engines = open_engines(live, transport=transport)
+        state.engines = engines = open_engines(settings, live.policies, transport=transport)
         # A reload's new table keeps the pools of the deployments it leaves unchanged.
-        reloader.reopen = lambda new: open_engines(new, transport=transport, reuse=state.engines)
+        reloader.reopen = lambda new: open_engines(
+            new.settings, new.policies, transport=transport, reuse=state.engines
+        )
         # The routing metrics are one balancer's; a fleet's are by deployment.
         for pool in engines.pools() if not engines.fleet else ():
             if isinstance(pool, Balancer):

@@ -202,7 +202,7 @@ class Reloader:
             if limits != limiter.config:
                 limiter.reconfigure(limits)
                 changed.append("rate limits")
-        if self.reopen is not None and fleet_changed(state.engines, new):
+        if self.reopen is not None and fleet_changed(state.engines, new.settings, new.policies):
             state.engines = self.reopen(new)
             changed.append("deployments")
         access = new.settings.model_access

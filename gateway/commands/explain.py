@@ -18,8 +18,8 @@ import orjson
 from gateway import routes
 from gateway.access.keys import load_keyring
 from gateway.commands.check import display_path
+from gateway.deployments import Deployment, find_model
 from gateway.errors import GatewayError, ModelNotFound, render
-from gateway.fleet.config import Deployment, find_model
 from gateway.limits.limiter import reservation
 from gateway.limits.report import describe_limits
 from gateway.policy.engine import Outcome, Policy, apply_policy

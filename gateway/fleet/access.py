@@ -3,7 +3,7 @@ answers (it does not tell a key which models exist)."""
 
 from __future__ import annotations
 
-from gateway.fleet.config import ModelAccess
+from gateway.deployments import ModelAccess
 
 
 class ModelGate:

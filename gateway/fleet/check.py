@@ -1,5 +1,5 @@
 """The fleet checked whole, by the function start-up, reload and ``check`` share
-(app/reloadable.py): the table itself (fleet/config.py), each deployment's policy,
+(app/reloadable.py): the table itself (gateway/deployments.py), each deployment's policy,
 its overlays against the models it serves, its engine's key variable."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 
-from gateway.fleet.config import fleet_problems
+from gateway.deployments import fleet_problems
 from gateway.policy.engine import Policy
 from gateway.policy.loading import load_policy_file
 from gateway.settings import Settings

@@ -3,14 +3,15 @@ client-facing model name to its deployment and served name (upstream/engines.py)
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import httpx
 
-from gateway.app.reloadable import Reloadable
-from gateway.fleet.config import Deployment, primaries
+from gateway.deployments import Deployment, Upstream, primaries
+from gateway.policy.engine import Policy
 from gateway.routing.config import Dns
 from gateway.routing.hint import Hinter
 from gateway.settings import Settings
-from gateway.upstream.config import Upstream
 from gateway.upstream.engines import Engine, Engines, Target
 from gateway.upstream.factory import make_upstream
 
@@ -30,17 +31,17 @@ def _auth(key: str | None) -> bytes | None:
 
 
 def open_engines(
-    live: Reloadable,
+    settings: Settings,
+    policies: Mapping[str, Policy],
     *,
     transport: httpx.AsyncBaseTransport | None = None,
     reuse: Engines | None = None,
 ) -> Engines:
-    """The engines ``live.settings`` name: the single ``upstream`` serving any model,
+    """The engines ``settings`` name: the single ``upstream`` serving any model,
     or each deployment's pool with its policy and its models. ``reuse``: the live
     engines (a reload): a deployment whose upstream is unchanged keeps its pool (its
     connections, health and queue); the pools no deployment uses any more are kept
     in ``retired`` (requests in flight finish on them) and closed with the rest."""
-    settings = live.settings
     if not settings.deployments:
         single = Engine(
             "",
@@ -65,7 +66,7 @@ def open_engines(
             deployment.name,
             pool,
             deployment.upstream.url,
-            policy=live.policies[deployment.name],
+            policy=policies[deployment.name],
             auth=_auth(own.upstream_api_key()),
             models=tuple(deployment.models),
             owned_by=deployment.owned_by,

@@ -4,9 +4,9 @@ deployment added with replicas from DNS, take a restart."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
-from gateway.app.reloadable import Reloadable
+from gateway.policy.engine import Policy
 from gateway.settings import Settings
 from gateway.upstream.engines import Engines
 from gateway.yamlsource import Location, Problem
@@ -28,11 +28,11 @@ def fleet_reload_problems(
     ]
 
 
-def fleet_changed(engines: Engines, new: Reloadable) -> bool:
+def fleet_changed(engines: Engines, new: Settings, policies: Mapping[str, Policy]) -> bool:
     """Whether ``new`` names other deployments (models, aliases, failover, upstream) or
     other policies than the live table."""
     if not engines.fleet:
         return False
     live = [(e.config, e.policy.digest if e.policy else None) for e in engines.engines]
-    wanted = [(d, new.policies[d.name].digest) for d in new.settings.deployments]
+    wanted = [(d, policies[d.name].digest) for d in new.deployments]
     return live != wanted

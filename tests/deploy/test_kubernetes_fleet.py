@@ -9,7 +9,7 @@ from typing import Any
 
 import yaml
 
-from gateway.fleet.config import fleet_problems
+from gateway.deployments import fleet_problems
 from gateway.settings import Settings, load_settings
 from tests.support.paths import ROOT
 
