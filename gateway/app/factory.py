@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import importlib
 import logging
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -108,12 +109,14 @@ def create_app(
     registry: CollectorRegistry | None = None,
     worker_dir: Path | None = None,
     worker_index: int = 0,
+    metrics_socket: socket.socket | None = None,
     span_exporter: SpanExporter | None = None,
 ) -> Starlette:
     """Build the gateway. Tests inject ``transport``; production passes none.
     Metrics go to ``registry`` (a new one per app by default); ``worker_dir``:
     this app is one of several workers, which meet there to add up metrics;
     ``worker_index``: its number among them (rate limits shared in memory);
+    ``metrics_socket``: the metrics port, bound by the workers' parent;
     ``span_exporter``: where spans go instead of OTLP (the bench's no-op one)."""
     key = settings.upstream_api_key()
     state = GatewayState(
@@ -166,7 +169,7 @@ def create_app(
     state.observer = observers[0] if len(observers) == 1 else Observers(*observers)
     limits = LimitsReloader(settings, state.limiter, key_names=names)
     reloader = PolicyReloader(state, metrics=metrics, profiles=profiles_in_use, also=limits.reload)
-    exposure = MetricsExposure(settings, metrics, worker_dir=worker_dir)
+    exposure = MetricsExposure(settings, metrics, worker_dir=worker_dir, sock=metrics_socket)
     health = Health(state, reloader)
     store = make_store(settings.store) if settings.upstream.responses == "translate" else None
 
