@@ -67,7 +67,7 @@ def _add_policy_commands(sub: Any) -> None:
     p.add_argument("--config", help="config file naming the policy")
     p.add_argument(
         "--route",
-        choices=["/v1/chat/completions", "/v1/completions"],
+        choices=["/v1/chat/completions", "/v1/completions", "/v1/responses"],
         help="default: completions if the body has 'prompt' and no 'messages'",
     )
     p.add_argument("--profile", help="apply this API-key profile's overlay")
