@@ -26,7 +26,11 @@ def _add_serve(sub: Any) -> None:
     p.add_argument("--host", help="listen address")
     p.add_argument("--port", type=int, help="listen port")
     p.add_argument("--policy", help="policy file")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument(
+        "--log-level",
+        choices=["debug", "info", "warning", "error"],
+        help="least severe lines written (default: info)",
+    )
     p.add_argument("--log-format", choices=["json", "text"], help="log lines (default: json)")
     p.add_argument(
         "--watch", action="store_true", default=None, help="reload the policy when its file changes"
@@ -88,6 +92,7 @@ def serve(args: argparse.Namespace) -> int:
         ("policy",): args.policy,
         ("watch_policy",): args.watch,
         ("log", "format"): args.log_format,
+        ("log", "level"): args.log_level,
     }
     workers = args.workers if args.workers is not None else available_cpus()
     if workers < 1:
@@ -100,8 +105,8 @@ def serve(args: argparse.Namespace) -> int:
         print(f"ft-gateway: cannot start:\n{exc}", file=sys.stderr)
         return 2
     if workers > 1:
-        return serve_workers(settings, workers=workers, log_level=args.log_level)
-    run_server(app, settings, log_level=args.log_level)
+        return serve_workers(settings, workers=workers, log_level=settings.log.level)
+    run_server(app, settings, log_level=settings.log.level)
     return 0
 
 
