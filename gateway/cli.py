@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -10,6 +11,8 @@ from typing import Any
 from gateway import __version__
 from gateway.app.factory import create_app
 from gateway.commands import check, explain, schema
+from gateway.observe.logs import setup_logging
+from gateway.observe.startup import startup_record
 from gateway.probe import command as probe_command
 from gateway.serving.server import run_server
 from gateway.serving.workers import available_cpus, serve_workers
@@ -100,10 +103,16 @@ def serve(args: argparse.Namespace) -> int:
         return 2
     try:
         settings = load_settings(config_path(args.config), overrides=overrides)
+        setup_logging(settings.log.format, settings.log.level)
         app = create_app(settings)
     except SourceError as exc:
+        # Before the log stream starts: a person at a terminal reads this.
         print(f"ft-gateway: cannot start:\n{exc}", file=sys.stderr)
         return 2
+    record = startup_record(
+        settings, app.state.gateway.policy, key_count=app.state.key_count, workers=workers
+    )
+    logging.getLogger("gateway").info("ft-gateway starting", extra=record)
     if workers > 1:
         return serve_workers(settings, workers=workers, log_level=settings.log.level)
     run_server(app, settings, log_level=settings.log.level)

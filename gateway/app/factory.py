@@ -224,6 +224,7 @@ def create_app(
         },
     )
     app.state.gateway = state
+    app.state.key_count = len(names) if names is not None else None
     app.state.metrics = metrics
     app.state.reloader = reloader
     return app

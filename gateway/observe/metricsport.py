@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
+import logging
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -25,9 +27,26 @@ from gateway.observe.metrics import CONTENT_TYPE, Metrics
 from gateway.observe.workermetrics import WorkerMetrics
 from gateway.settings import Settings
 
+# Set in the metrics server's task only: uvicorn's lines about its own start and
+# stop ("Started server process [pid]", ...) are the main server's to write, once.
+_IN_METRICS_SERVER: contextvars.ContextVar[bool] = contextvars.ContextVar(
+    "metrics_port_server", default=False
+)
+
+
+class _MainServerLinesOnly(logging.Filter):
+    """Drops uvicorn's records written from the metrics server's task."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not _IN_METRICS_SERVER.get()
+
+
+_FILTER = _MainServerLinesOnly()
+
 
 class _QuietServer(uvicorn.Server):
-    """A uvicorn server that leaves the signals to the gateway's own server."""
+    """A uvicorn server that leaves the signals, and the lines about starting and
+    stopping, to the gateway's own server."""
 
     @contextlib.contextmanager
     def capture_signals(self):  # type: ignore[no-untyped-def]  # a generator context manager
@@ -88,7 +107,14 @@ class MetricsExposure:
             app, lifespan="off", log_config=None, access_log=False, server_header=False
         )
         server = _QuietServer(config)
-        task = asyncio.create_task(server.serve(sockets=[sock]))
+        uvicorn_logger = logging.getLogger("uvicorn.error")
+        if _FILTER not in uvicorn_logger.filters:
+            uvicorn_logger.addFilter(_FILTER)
+        token = _IN_METRICS_SERVER.set(True)
+        try:
+            task = asyncio.create_task(server.serve(sockets=[sock]))  # copies the context
+        finally:
+            _IN_METRICS_SERVER.reset(token)
         try:
             yield
         finally:

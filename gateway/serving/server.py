@@ -20,7 +20,7 @@ import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from gateway.drain import Drain
-from gateway.observe.logs import logging_config
+from gateway.observe.logs import setup_logging
 from gateway.settings import Settings
 
 
@@ -286,12 +286,13 @@ def run_server(
     """Serve ``app`` until SIGTERM/SIGINT, then drain. ``sockets``: listen on these
     instead of binding ``settings.listen``; ``on_started``: called once serving."""
     drain: Drain = app.state.gateway.drain
+    setup_logging(settings.log.format, log_level)
     config = uvicorn.Config(
         app,
         host=settings.listen.host,
         port=settings.listen.port,
         log_level=log_level,
-        log_config=logging_config(settings.log.format, log_level),
+        log_config=None,  # setup_logging's, for uvicorn's loggers and all the others
         **uvicorn_options(settings),
     )
     server = DrainingServer(

@@ -19,12 +19,12 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import logging.config
 import math
 import multiprocessing
 import os
 import signal
 import socket
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -36,7 +36,7 @@ from types import FrameType
 from typing import Any
 
 from gateway.app.factory import create_app
-from gateway.observe.logs import logging_config
+from gateway.observe.logs import setup_logging
 from gateway.observe.workermetrics import mark_worker_dead
 from gateway.serving.server import run_server
 from gateway.settings import Settings
@@ -115,16 +115,22 @@ def _run_worker(
     which a worker started in its place gets too (rate-limit counts per worker)."""
     # Until the app's lifespan takes SIGHUP over for reloads, one must not kill us.
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    # Before anything can fail: multiprocessing would print a traceback to stderr.
+    setup_logging(settings.log.format, log_level)
     _stop_with_parent()
 
     def started() -> None:
         ready.send(os.getpid())
         ready.close()
 
-    app = create_app(
-        settings, worker_dir=worker_dir, worker_index=index, metrics_socket=metrics_socket
-    )
-    run_server(app, settings, log_level=log_level, sockets=[shared], on_started=started)
+    try:
+        app = create_app(
+            settings, worker_dir=worker_dir, worker_index=index, metrics_socket=metrics_socket
+        )
+        run_server(app, settings, log_level=log_level, sockets=[shared], on_started=started)
+    except Exception:
+        logger.exception("worker %d failed", os.getpid())
+        sys.exit(1)
 
 
 @dataclass(eq=False)
@@ -307,7 +313,7 @@ def serve_workers(
     log_level: str = "info",
 ) -> int:
     """Run ``workers`` worker processes until SIGINT/SIGTERM; the exit code."""
-    logging.config.dictConfig(logging_config(settings.log.format, log_level))
+    setup_logging(settings.log.format, log_level)
     listen = settings.listen
     with contextlib.ExitStack() as stack:
         try:
