@@ -4,13 +4,15 @@ uvicorn's httptools protocol (the one it picks when httptools is installed,
 as here) has no cap on the size of a request head and no deadline for it:
 a client can send headers forever, or one byte a minute (slow-loris), and
 hold memory and a connection. ``guarded_protocol`` adds both. On SIGTERM the
-server stops accepting at once and the app's Drain gives in-flight requests
-``server.drain_timeout`` seconds before it ends them (see gateway/drain.py).
+app's Drain turns /readyz and new requests to 503 and gives in-flight requests
+``server.drain_timeout`` seconds before it ends them (see gateway/drain.py);
+the port stays open until none is left (``DrainingServer``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import socket
 from collections.abc import Callable
@@ -230,7 +232,14 @@ def guarded_protocol(*, max_head_bytes: int, head_timeout: float) -> type[asynci
 
 
 class DrainingServer(uvicorn.Server):
-    """A uvicorn server that starts the app's drain on SIGTERM/SIGINT."""
+    """A uvicorn server that drains on SIGTERM/SIGINT before it stops.
+
+    The first signal starts the app's drain and keeps the port open while
+    requests are in flight: /readyz answers 503 "draining" and a new request
+    503 ``shutting_down``, rather than a refused connection that a probe or a
+    client could not tell from a crash. Once none is in flight (the drain ends
+    the last ones at ``drain_timeout``), uvicorn stops as usual. A second
+    signal stops accepting at once (the drain still runs its course)."""
 
     def __init__(
         self,
@@ -245,6 +254,8 @@ class DrainingServer(uvicorn.Server):
         self._drain_timeout = drain_timeout
         self._on_started = on_started
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._signalled = False
+        self._exit_task: asyncio.Task[None] | None = None
 
     async def startup(self, sockets: Any = None) -> None:
         self._loop = asyncio.get_running_loop()
@@ -253,9 +264,25 @@ class DrainingServer(uvicorn.Server):
             self._on_started()
 
     def handle_exit(self, sig: int, frame: Any) -> None:
-        super().handle_exit(sig, frame)
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._drain.begin, self._drain_timeout)
+        loop = self._loop
+        if loop is None or not self.started or self._signalled:
+            super().handle_exit(sig, frame)  # before serving, or a second signal
+            if loop is not None:
+                loop.call_soon_threadsafe(self._drain.begin, self._drain_timeout)
+            return
+        self._signalled = True
+        loop.call_soon_threadsafe(self._begin_drain)
+
+    def _begin_drain(self) -> None:
+        self._drain.begin(self._drain_timeout)
+        self._exit_task = asyncio.ensure_future(self._exit_when_drained())
+
+    async def _exit_when_drained(self) -> None:
+        # Bounded too: the drain cancels what is left at drain_timeout, and
+        # that must not depend on every request unregistering at once.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._drain.finished(), self._drain_timeout + 1)
+        self.should_exit = True
 
 
 def uvicorn_options(settings: Settings) -> dict[str, Any]:

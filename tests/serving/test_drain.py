@@ -1,6 +1,6 @@
 """Graceful shutdown: /readyz 503 at once, in-flight requests finish within the drain
 time-out, then end with a 503 or an SSE error event; a real ``ft-gateway serve``
-process on SIGTERM stops accepting and drains. The ``fake_engine`` and the ``gateway`` (with
+process on SIGTERM answers /readyz 503 on new connections while it drains, then exits. The ``fake_engine`` and the ``gateway`` (with
 this module's ``settings``) are tests/support/fixtures.py's."""
 
 from __future__ import annotations
@@ -104,6 +104,17 @@ async def wait_until_refused(port: int) -> None:
         await asyncio.sleep(0.01)
 
 
+async def wait_until_draining(url: str) -> None:
+    """Ask /readyz on a new connection each time until it answers 503 draining."""
+    while True:
+        async with httpx.AsyncClient(base_url=url, timeout=DEADLINE) as client:
+            ready = await client.get("/readyz")
+        if ready.status_code == 503:
+            assert ready.json() == {"status": "draining"}
+            return
+        assert ready.status_code == 200
+
+
 async def wait_until_serving(url: str, process: subprocess.Popen[bytes]) -> None:
     async with httpx.AsyncClient(base_url=url) as client:
         while True:
@@ -167,9 +178,16 @@ async def test_sigterm_stops_accepting_drains_and_exits(tmp_path: Path) -> None:
                         await started_a.wait()
                         await started_b.wait()
                         process.send_signal(signal.SIGTERM)
-                        await wait_until_refused(port)  # stops accepting at once
+                        # Still answering on new connections while it drains: a
+                        # probe gets the documented 503, not a refused connection.
+                        await wait_until_draining(url)
+                        async with httpx.AsyncClient(base_url=url, timeout=DEADLINE) as late:
+                            refused = await late.post(CHAT, json=chat())
+                            assert refused.status_code == 503
+                            assert refused.json()["error"]["code"] == "shutting_down"
                         engine.gate("a").set()
                 returncode = await anyio.to_thread.run_sync(process.wait)
+                await wait_until_refused(port)  # and once drained, it is gone
                 await asyncio.gather(*(c.closed.wait() for c in engine.connections))
         finally:
             if process.poll() is None:
