@@ -1,7 +1,8 @@
 """Graceful shutdown: /readyz 503 at once, in-flight requests finish within the drain
 time-out, then end with a 503 or an SSE error event; a real ``ft-gateway serve``
-process on SIGTERM answers /readyz 503 on new connections while it drains, then exits. The ``fake_engine`` and the ``gateway`` (with
-this module's ``settings``) are tests/support/fixtures.py's."""
+process on SIGTERM answers /readyz 503 on new connections while it drains, then
+exits. The ``fake_engine`` and the ``gateway`` (with this module's ``settings``)
+are tests/support/fixtures.py's."""
 
 from __future__ import annotations
 
