@@ -10,9 +10,10 @@ COPY pyproject.toml README.md ./
 COPY gateway ./gateway
 COPY sampler ./sampler
 COPY refengine ./refengine
+# Before the install: gateway/policies/ft-serve.yaml (package data) links to it.
+COPY policies ./policies
 RUN pip install . && useradd --system --uid 10001 --no-create-home gateway
 COPY config.yaml ./config.yaml
-COPY policies ./policies
 
 USER 10001
 EXPOSE 8080
