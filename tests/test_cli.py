@@ -1,5 +1,6 @@
-"""The command line: serve refuses a bad config with file, key path and line, and starts
-with no arguments at all from any directory."""
+"""The command line: serve refuses a bad config with file, key path and line, and an
+unset engine key variable; it leaves no pidfile behind; it starts with no arguments
+at all from any directory."""
 
 from __future__ import annotations
 
@@ -18,6 +19,12 @@ from gateway.settings import SHIPPED_POLICY
 from tests.docs.markdown import blocks
 from tests.support.paths import POLICY, ROOT
 from tests.support.processes import START_TIMEOUT, Gateway
+
+
+@pytest.fixture(autouse=True)
+def own_pidfile_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """serve's pidfile in this test's directory, not beside another gateway's."""
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
 
 
 @pytest.mark.parametrize(
@@ -91,3 +98,16 @@ def test_the_docs_small_config_passes_check_outside_the_repository(
         monkeypatch.delenv(name)
     assert main(["check", "--config", "config.yaml"]) == 0, capsys.readouterr()
     assert str(SHIPPED_POLICY) in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == [path]
+
+
+def test_serve_refuses_an_unset_engine_key_variable(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("FT_TEST_ENGINE_KEY", raising=False)
+    path = tmp_path / "gw.yaml"
+    path.write_text(f"policy: {POLICY}\nupstream:\n  api_key_env: FT_TEST_ENGINE_KEY\n")
+    assert main(["serve", "--config", str(path)]) == 2
+    assert f"{path}:3: upstream.api_key_env: variable FT_TEST_ENGINE_KEY is not set" in (
+        capsys.readouterr().err
+    )

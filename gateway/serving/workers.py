@@ -102,6 +102,13 @@ def _stop_with_parent() -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
+def _name_process(name: str) -> None:
+    """Show the worker as ``name`` in ps/top/pgrep (its command line is Python's spawn
+    one). Linux only; 15 bytes at most."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/comm").write_text(name[:15])
+
+
 def _run_worker(
     settings: Settings,
     log_level: str,
@@ -117,6 +124,7 @@ def _run_worker(
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
     # Before anything can fail: multiprocessing would print a traceback to stderr.
     setup_logging(settings.log.format, log_level)
+    _name_process(f"ft-gateway-w{index}")
     _stop_with_parent()
 
     def started() -> None:
