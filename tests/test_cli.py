@@ -51,6 +51,7 @@ def test_serve_with_a_bad_file_exits_2_naming_the_problem(
     path.write_text(text)
     assert main(["serve", flag, str(path)]) == 2
     assert f"{path}{problem}" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == [path]
 
 
 @pytest.mark.anyio
@@ -98,7 +99,6 @@ def test_the_docs_small_config_passes_check_outside_the_repository(
         monkeypatch.delenv(name)
     assert main(["check", "--config", "config.yaml"]) == 0, capsys.readouterr()
     assert str(SHIPPED_POLICY) in capsys.readouterr().out
-    assert list(tmp_path.iterdir()) == [path]
 
 
 def test_serve_refuses_an_unset_engine_key_variable(
