@@ -18,7 +18,7 @@ from gateway.cli import main
 from gateway.settings import SHIPPED_POLICY
 from tests.docs.markdown import blocks
 from tests.support.paths import POLICY, ROOT
-from tests.support.processes import START_TIMEOUT, Gateway
+from tests.support.processes import START_TIMEOUT, GatewayProcess
 
 
 @pytest.fixture(autouse=True)
@@ -70,7 +70,7 @@ async def test_bare_serve_from_an_empty_directory_uses_the_shipped_policy(tmp_pa
         cwd=tmp_path,
         start_new_session=True,
     )
-    gateway = Gateway(process)
+    gateway = GatewayProcess(process)
     try:
         match = await gateway.wait_for_line(r"(?:serving on|running on) http://127\.0\.0\.1:(\d+)")
         async with httpx.AsyncClient(timeout=30) as client:

@@ -20,7 +20,7 @@ import pytest
 from tests.support.bodies import CHAT, chat
 from tests.support.engine import FakeEngine
 from tests.support.paths import POLICY
-from tests.support.processes import SERVING, START_TIMEOUT, Gateway
+from tests.support.processes import SERVING, START_TIMEOUT, GatewayProcess
 
 
 @pytest.mark.anyio
@@ -59,7 +59,7 @@ async def test_every_line_is_json_on_stdout_when_the_collector_is_down(tmp_path:
                 cwd=tmp_path,
                 start_new_session=True,
             )
-            gateway = Gateway(process)
+            gateway = GatewayProcess(process)
             try:
                 started = await gateway.wait_for_line(r'"message":"ft-gateway starting"')
                 assert json.loads(started.string)["tracing"] == collector
