@@ -105,6 +105,7 @@ class _GuardedHttpToolsProtocol(HttpToolsProtocol):
         self.body_pending = False
         self._lingered = 0
         self._raw: asyncio.Transport | None = None
+        self._last_request = False
 
     def _arm(self) -> None:
         self._in_head = True
@@ -187,6 +188,19 @@ class _GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._disarm()
         self.body_pending = True
         super().on_headers_complete()
+        if self._last_request and self.cycle is not None:
+            self.cycle.keep_alive = False
+
+    def shutdown(self) -> None:
+        # The server is stopping. A connection it accepted whose request has not
+        # been read yet (a new one, or one in the middle of a request head) gets
+        # that request answered (the drain's 503), then closes: closed unanswered,
+        # the client could not tell it from a crash. The head deadline bounds the
+        # wait; an idle keep-alive connection is closed at once, as uvicorn does.
+        if not self.transport.is_closing() and (self.cycle is None or self._head_begun):
+            self._last_request = True
+            return
+        super().shutdown()
 
     def on_message_complete(self) -> None:
         self.body_pending = False
