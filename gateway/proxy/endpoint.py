@@ -34,7 +34,7 @@ from gateway.errors import (
 from gateway.limits.limiter import Ticket, reservation
 from gateway.proxy.call import Call
 from gateway.proxy.fanout import fan_out
-from gateway.proxy.headers import DROP_UPSTREAM, filter_headers
+from gateway.proxy.headers import DROP_UPSTREAM, filter_headers, with_request_id
 from gateway.proxy.openai import error_end
 from gateway.proxy.reply import reply
 from gateway.proxy.request import parse_request, read_body
@@ -156,8 +156,9 @@ class ProxyEndpoint:
         return ticket
 
     def _upstream_headers(self, call: Call, auth: bytes | None) -> Headers:
-        out = filter_headers(call.headers, DROP_UPSTREAM)
-        out.append((b"x-request-id", call.responder.request_id))
+        out = with_request_id(
+            filter_headers(call.headers, DROP_UPSTREAM), call.responder.request_id
+        )
         out.append((b"accept-encoding", b"identity"))
         if auth is not None:
             out.append((b"authorization", auth))
