@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gateway._types import Headers
-from gateway.errors import GatewayError
+from gateway.errors import GatewayError, InvalidRequest
 from gateway.limits.meter import Usage
 from gateway.policy.engine import Outcome
 
@@ -35,6 +35,9 @@ class Exchange:
     stream: bool = False
     status: int = 0
     outcomes: list[Outcome] = field(default_factory=list)
+    # What report-only rules would have refused, and the 400 the client would have got.
+    reported: tuple[Outcome, ...] = ()
+    report: InvalidRequest | None = None
     error_code: str | None = None
     upstream_status: int | None = None
     upstream_replica: str | None = None  # the engine replica that answered

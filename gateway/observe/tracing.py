@@ -356,6 +356,8 @@ class Tracing:
                 },
                 timestamp=trace_.ns(at) if at is not None else end,
             )
+        if exchange.report is not None:
+            _record_report(span, attributes, exchange, end)
         if exchange.client_disconnected:
             attributes["ft_gateway.client_disconnected"] = True
             span.add_event("ft_gateway.client_disconnected", timestamp=end)
@@ -390,6 +392,24 @@ class Tracing:
     def _stop(self) -> None:
         self.provider.force_flush()
         self.provider.shutdown()
+
+
+def _record_report(span: Any, attributes: dict[str, Any], exchange: Exchange, end: int) -> None:
+    """What report-only rules would have refused: attributes, and one event with the
+    400 the client would have got (its status, code and param)."""
+    report = exchange.report
+    if report is None:
+        return
+    attributes["ft_gateway.policy.reported"] = [
+        f"{o.field[:MAX_NAME]}:{o.detail}" for o in exchange.reported[:MAX_FIELDS]
+    ]
+    event: dict[str, Any] = {
+        "http.response.status_code": report.status,
+        "error.type": report.code or "invalid_request_error",
+    }
+    if report.param is not None:
+        event["ft_gateway.policy.param"] = report.param[:MAX_NAME]
+    span.add_event("ft_gateway.policy.reported", event, timestamp=end)
 
 
 def _verdict(exchange: Exchange) -> str:
