@@ -1,0 +1,195 @@
+"""Two policies compared by their effect, not their text (``ft-gateway diff``).
+
+Each policy is compiled as the server compiles it, for every route and every
+overlay either file names (the route as it is; per model; per profile), and
+each rule is flattened to a path (``messages[role=developer].content``) and
+what it means: its action, type, range, enum, lengths, neutral values, rename
+target, default, cross-key requirement, enforcement. Layout, comments, YAML
+anchors, key order and the ``reason`` texts do not count. An overlay's
+differences are listed only where they differ from the route's own.
+
+``compare_bodies`` runs recorded request bodies through both and counts those
+whose verdict (forwarded unchanged, forwarded changed, refused with a code)
+moves, by how.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.policy.compiled import ObjectRules, Rule
+from gateway.policy.engine import Policy, apply_policy
+
+BASE = ""  # the context of a route with no overlay
+_SKIPPED = {"fields", "select", "reason", "enforcement", "value"}
+
+
+@dataclass(frozen=True)
+class RuleChange:
+    """One path whose rule differs: ``old``/``new`` None where a policy has no rule."""
+
+    context: str  # BASE, "model NAME" or "profile NAME"
+    route: str
+    path: str
+    old: dict[str, Any] | None
+    new: dict[str, Any] | None
+
+    @property
+    def changes(self) -> dict[str, tuple[Any, Any]]:
+        """The meaning keys that differ, old and new value."""
+        old, new = self.old or {}, self.new or {}
+        return {
+            k: (old.get(k), new.get(k))
+            for k in [*old, *(k for k in new if k not in old)]
+            if old.get(k) != new.get(k) or type(old.get(k)) is not type(new.get(k))
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "context": self.context or "route",
+            "route": self.route,
+            "path": self.path,
+            "old": self.old,
+            "new": self.new,
+            "changes": {k: list(v) for k, v in self.changes.items()},
+        }
+
+
+def meaning(rule: Rule) -> dict[str, Any]:
+    """What a compiled rule does, as plain data (no texts, no layout)."""
+    source = rule.source
+    data = source.model_dump(exclude=_SKIPPED, exclude_defaults=True)
+    data["action"] = source.action
+    if source.has_value:
+        data["value"] = source.value
+    if rule.report:
+        data["enforcement"] = "report"
+    if source.fields is not None:
+        data["unknown_fields"] = source.unknown_fields
+    if source.select is not None:
+        data["select"] = {"key": source.select.key, "absent": source.select.absent}
+    return data
+
+
+def flatten(rules: ObjectRules, prefix: str = "") -> dict[str, dict[str, Any]]:
+    """Every rule under ``rules`` by its path, and each object's rule for unknown keys."""
+    unknown: dict[str, Any] = {"action": rules.unknown}
+    if rules.report:
+        unknown["enforcement"] = "report"
+    where = f"{prefix}.(unknown fields)" if prefix else "(unknown fields)"
+    out: dict[str, dict[str, Any]] = {where: unknown}
+    for name, rule in rules.rules.items():
+        path = f"{prefix}.{name}" if prefix else name
+        out.update(_flatten_rule(rule, path))
+    return out
+
+
+def _flatten_rule(rule: Rule, path: str) -> dict[str, dict[str, Any]]:
+    out = {path: meaning(rule)}
+    if rule.object_rules is not None:
+        out.update(flatten(rule.object_rules, path))
+    select = rule.select
+    if select is not None:
+        for value, member in select.rules.items():
+            out.update(_flatten_rule(member, f"{path}[{select.key}={value}]"))
+        out.update(_flatten_rule(select.unknown, f"{path}[{select.key}=*]"))
+    return out
+
+
+def _contexts(old: Policy, new: Policy) -> list[tuple[str, str | None, str | None]]:
+    found: list[tuple[str, str | None, str | None]] = [(BASE, None, None)]
+    for kind in ("models", "profiles"):
+        names = sorted({*getattr(old.source, kind), *getattr(new.source, kind)})
+        for name in names:
+            label = f"{kind[:-1]} {name}"
+            found.append((label, name, None) if kind == "models" else (label, None, name))
+    return found
+
+
+def _rules(
+    policy: Policy, route: str, model: str | None, profile: str | None
+) -> dict[str, dict[str, Any]]:
+    compiled = policy.route(route, model=model, profile=profile)
+    return {} if compiled is None else flatten(compiled)
+
+
+def compare_policies(old: Policy, new: Policy) -> list[RuleChange]:
+    """Every rule whose meaning differs, route by route, then overlay by overlay (an
+    overlay's change listed only where it is not the route's own change)."""
+    routes = [*old.routes, *(r for r in new.routes if r not in old.routes)]
+    changes: list[RuleChange] = []
+    base: dict[tuple[str, str], RuleChange] = {}
+    for context, model, profile in _contexts(old, new):
+        for route in routes:
+            before = _rules(old, route, model, profile)
+            after = _rules(new, route, model, profile)
+            for path in [*before, *(p for p in after if p not in before)]:
+                a, b = before.get(path), after.get(path)
+                if a == b:
+                    if context != BASE and (route, path) in base:
+                        # The overlay undoes the route's change here: worth saying.
+                        changes.append(RuleChange(context, route, path, a, b))
+                    continue
+                change = RuleChange(context, route, path, a, b)
+                if context == BASE:
+                    base[(route, path)] = change
+                elif (route, path) in base and base[(route, path)].changes == change.changes:
+                    continue
+                changes.append(change)
+    return changes
+
+
+# Verdicts of one body.
+
+
+def verdict(policy: Policy, route: str, body: dict[str, Any], profile: str | None) -> str:
+    """``unchanged``, ``changed``, ``fanout N`` or ``refused PARAM CODE``."""
+    decision = apply_policy(policy, route, body, profile=profile)
+    if decision.error is not None:
+        return f"refused '{decision.error.param}' {decision.error.code}"
+    if decision.fanout > 1:
+        return f"fanout {decision.fanout}"
+    return "changed" if decision.changed else "unchanged"
+
+
+@dataclass
+class BodyComparison:
+    """What two policies do to a set of recorded bodies."""
+
+    total: int = 0
+    moved: Counter[tuple[str, str]] = field(default_factory=Counter)  # (old, new) verdicts
+    rewritten: int = 0  # changed by both, into different bodies
+
+    @property
+    def changed(self) -> int:
+        return sum(self.moved.values()) + self.rewritten
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "bodies": self.total,
+            "change_verdict": sum(self.moved.values()),
+            "forwarded_differently": self.rewritten,
+            "moves": [
+                {"old": old, "new": new, "count": n} for (old, new), n in self.moved.most_common()
+            ],
+        }
+
+
+def compare_bodies(
+    old: Policy, new: Policy, bodies: Iterable[tuple[str, str | None, dict[str, Any]]]
+) -> BodyComparison:
+    """Run each (route, profile, body) through both policies; count what moves."""
+    result = BodyComparison()
+    for route, profile, body in bodies:
+        result.total += 1
+        a, b = verdict(old, route, body, profile), verdict(new, route, body, profile)
+        if a != b:
+            result.moved[(a, b)] += 1
+        elif a in ("changed",) or a.startswith("fanout"):
+            first = apply_policy(old, route, body, profile=profile).body
+            if first != apply_policy(new, route, body, profile=profile).body:
+                result.rewritten += 1
+    return result
