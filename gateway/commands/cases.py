@@ -17,8 +17,9 @@ from typing import Any
 import orjson
 
 from gateway.commands.check import display_path
-from gateway.commands.explain import Explanation, explain_request
+from gateway.commands.explain import Explanation, explain_request, guess_route
 from gateway.policy.cases import CHANGED, REFUSED, UNCHANGED, Case, CaseFile, load_cases
+from gateway.policy.diff import flatten, touched
 from gateway.policy.engine import Policy
 from gateway.policy.loading import load_policy_file
 from gateway.yamlsource import SourceError
@@ -112,9 +113,34 @@ def run_cases(policy: Policy, cases: CaseFile) -> list[str]:
     return failures
 
 
+def uncovered(policy: Policy, files: list[CaseFile]) -> list[str]:
+    """The named rules (``ROUTE PATH``, paths as ``diff`` names them) and each route's
+    rule for unknown fields, that no case reaches."""
+    reached: set[tuple[str, str]] = set()
+    for cases in files:
+        for case in cases.cases:
+            body = case.request()
+            route = case.route or guess_route(orjson.dumps(body))
+            compiled = policy.route(route, profile=case.profile)
+            if compiled is not None:
+                reached |= {(route, path) for path in touched(compiled, body)}
+    missing = []
+    for route in policy.routes:
+        compiled = policy.route(route)
+        for path in flatten(compiled) if compiled is not None else {}:
+            if (route, path) not in reached and ".(unknown fields)" not in path:
+                missing.append(f"{route} {path}")
+    return missing
+
+
 def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("policy", metavar="POLICY", help="the policy file under test")
     p.add_argument("cases", nargs="+", metavar="CASES", help="case files (YAML)")
+    p.add_argument(
+        "--coverage",
+        action="store_true",
+        help="also list the rules no case reaches (and fail if there is one)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -134,4 +160,10 @@ def run(args: argparse.Namespace) -> int:
         passed = len(cases.cases) - len(failures)
         print(f"{cases.file}: {len(cases.cases)} cases, {passed} passed, {len(failures)} failed")
         failed += len(failures)
+    if args.coverage:
+        missing = uncovered(policy, files)
+        for line in missing:
+            print(f"NOT COVERED {line}")
+        print(f"coverage: {len(missing)} rules reached by no case")
+        failed += len(missing)
     return 1 if failed else 0

@@ -195,4 +195,18 @@ def render_cases(cases: list[Case], *, description: str | None = None) -> str:
     if description:
         data["description"] = description
     data["cases"] = [c.as_data() for c in cases]
-    return yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100)
+    return yaml.dump(
+        data,
+        Dumper=_Dumper,
+        sort_keys=False,
+        allow_unicode=True,
+        width=100,
+        default_flow_style=None,
+    )
+
+
+class _Dumper(yaml.SafeDumper):
+    """Each case written out in full: no anchors shared between cases."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True

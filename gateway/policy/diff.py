@@ -99,6 +99,41 @@ def _flatten_rule(rule: Rule, path: str) -> dict[str, dict[str, Any]]:
     return out
 
 
+def touched(
+    rules: ObjectRules, obj: dict[str, Any], prefix: str = "", known: str | None = None
+) -> set[str]:
+    """The paths of ``flatten`` that a request body reaches (a case's coverage);
+    ``known``: a select's key, not one of the object's fields."""
+    found: set[str] = set()
+    for name, value in obj.items():
+        if name == known and name not in rules.rules:
+            continue
+        path = f"{prefix}.{name}" if prefix else name
+        rule = rules.rules.get(name)
+        if rule is None:
+            found.add(f"{prefix}.(unknown fields)" if prefix else "(unknown fields)")
+            continue
+        found |= _touched_rule(rule, value, path)
+    return found
+
+
+def _touched_rule(rule: Rule, value: Any, path: str, known: str | None = None) -> set[str]:
+    found = {path}
+    select = rule.select
+    if select is not None:
+        members = value if isinstance(value, list) else [value] if isinstance(value, dict) else []
+        for member in members:
+            if not isinstance(member, dict):
+                continue
+            chosen = member.get(select.key, select.absent)
+            inner = select.rules.get(chosen) if isinstance(chosen, str) else None
+            where = f"{path}[{select.key}={chosen if inner is not None else '*'}]"
+            found |= _touched_rule(inner or select.unknown, member, where, select.key)
+    elif rule.object_rules is not None and isinstance(value, dict):
+        found |= touched(rule.object_rules, value, path, known)
+    return found
+
+
 def _contexts(old: Policy, new: Policy) -> list[tuple[str, str | None, str | None]]:
     found: list[tuple[str, str | None, str | None]] = [(BASE, None, None)]
     for kind in ("models", "profiles"):
