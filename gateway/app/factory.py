@@ -26,6 +26,7 @@ from gateway.app.reload import PolicyReloader
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound, render
 from gateway.limits.limiter import make_limiter
 from gateway.limits.report import limit_problems
+from gateway.observe.capture import BodyCapture
 from gateway.observe.exchange import UNSERVED, Exchange, Observer, Observers, Tracer
 from gateway.observe.logs import AccessLog
 from gateway.observe.metrics import Metrics
@@ -121,6 +122,8 @@ def create_app(
         policy=policy if policy is not None else load_policy(settings),
         upstream_auth=f"Bearer {key}".encode() if key else None,
     )
+    if settings.capture.enabled:
+        state.capture = BodyCapture(settings.capture)
     upstream = settings.upstream
     if upstream.routing == "affinity" or upstream.max_in_flight is not None:
         state.hinter = Hinter(

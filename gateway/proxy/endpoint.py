@@ -103,6 +103,8 @@ class ProxyEndpoint:
                     exchange.client_disconnected = True
                     return
                 body = parse_request(raw, headers)
+                if state.capture is not None:
+                    state.capture.record(self.route, profile, body, len(raw))
                 if tracer is not None:
                     tracer.request(exchange, body)
                 model = body.get("model")

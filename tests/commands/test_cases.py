@@ -12,7 +12,7 @@ import pytest
 from gateway.cli import main
 from tests.support.paths import POLICY, ROOT
 
-CASES = POLICY.with_name("ft-serve.cases.yaml")
+CASES = POLICY.parent / "cases" / "ft-serve.yaml"
 
 
 def ft_gateway(*args: str) -> subprocess.CompletedProcess[str]:
@@ -29,11 +29,11 @@ def ft_gateway(*args: str) -> subprocess.CompletedProcess[str]:
 
 def test_the_shipped_policy_passes_its_cases_and_they_reach_every_rule() -> None:
     done = ft_gateway(
-        "test", "policies/ft-serve.yaml", "policies/ft-serve.cases.yaml", "--coverage"
+        "test", "policies/ft-serve.yaml", "policies/cases/ft-serve.yaml", "--coverage"
     )
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
-    assert lines[0].startswith("policies/ft-serve.cases.yaml: ")
+    assert lines[0].startswith("policies/cases/ft-serve.yaml: ")
     assert lines[0].endswith(" passed, 0 failed")
     assert lines[-1] == "coverage: 0 rules reached by no case"
 
@@ -59,11 +59,11 @@ def test_a_flipped_rule_fails_with_a_clear_line(tmp_path: Path) -> None:
         "      logprobs:\n        action: reject\n        type: boolean",
         "      logprobs:\n        action: pass\n        type: boolean",
     )
-    done = ft_gateway("test", str(policy), "policies/ft-serve.cases.yaml")
+    done = ft_gateway("test", str(policy), "policies/cases/ft-serve.yaml")
     assert done.returncode == 1
     fails = [line for line in done.stdout.splitlines() if line.startswith("FAIL ")]
     assert fails == [
-        f"FAIL policies/ft-serve.cases.yaml:{line_of('logprobs is refused')}: logprobs is "
+        f"FAIL policies/cases/ft-serve.yaml:{line_of('logprobs is refused')}: logprobs is "
         "refused (/v1/chat/completions): expected refused on 'logprobs' with "
         "unsupported_parameter, got forwarded unchanged",
     ]
@@ -118,6 +118,6 @@ def test_case_file_verdicts_and_problems(
 
 
 def test_an_unreadable_policy_exits_2(tmp_path: Path) -> None:
-    done = ft_gateway("test", str(tmp_path / "missing.yaml"), "policies/ft-serve.cases.yaml")
+    done = ft_gateway("test", str(tmp_path / "missing.yaml"), "policies/cases/ft-serve.yaml")
     assert done.returncode == 2
     assert "cannot read file" in done.stderr

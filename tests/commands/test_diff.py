@@ -132,7 +132,7 @@ def test_recorded_bodies_that_change_verdict_are_counted(
     found = json.loads(capsys.readouterr().out)["bodies"]
     assert (found["bodies"], found["change_verdict"]) == (5, 3)
     # A case file is a source of bodies too, and the same policy changes none.
-    cases = str(POLICY.with_name("ft-serve.cases.yaml"))
+    cases = str(POLICY.parent / "cases" / "ft-serve.yaml")
     assert main(["diff", str(POLICY), str(POLICY), "--bodies", cases]) == 0
     assert " 0 change verdict" in capsys.readouterr().out
 
