@@ -20,7 +20,13 @@ import orjson
 from gateway.commands.check import display_path
 from gateway.commands.explain import guess_route
 from gateway.policy.cases import load_cases
-from gateway.policy.diff import BodyComparison, RuleChange, compare_bodies, compare_policies
+from gateway.policy.diff import (
+    NOT_NAMED,
+    BodyComparison,
+    RuleChange,
+    compare_bodies,
+    compare_policies,
+)
 from gateway.policy.engine import Policy
 from gateway.policy.file import ROUTES
 from gateway.policy.loading import load_policy_file
@@ -30,25 +36,32 @@ Body = tuple[str, str | None, dict[str, Any]]
 
 
 def _show(value: Any) -> str:
+    if value is None:
+        return "(none)"
     text = json.dumps(value, separators=(", ", ": "))
     return text if len(text) <= 60 else text[:57] + "..."
 
 
+def _summary(rule: dict[str, Any] | None) -> str:
+    if rule is None:
+        return "(no rule)"
+    if NOT_NAMED in rule:
+        return f"{rule['action']} ({rule[NOT_NAMED]})"
+    details = ", ".join(f"{k} {_show(v)}" for k, v in rule.items() if k != "action")
+    return f"{rule['action']}" + (f" ({details})" if details else "")
+
+
 def describe(change: RuleChange) -> str:
     """One change as ``OLD -> NEW`` phrases: the action first, then each other key."""
-    rule = change.old if change.new is None else change.new if change.old is None else None
-    if rule is not None:
-        summary = ", ".join(f"{k} {_show(v)}" for k, v in rule.items() if k != "action")
-        shown = f"{rule['action']}" + (f" ({summary})" if summary else "")
-        return f"(no rule) -> {shown}" if change.old is None else f"{shown} -> (no rule)"
+    old, new = change.old, change.new
+    if old is None or new is None or NOT_NAMED in old or NOT_NAMED in new:
+        return f"{_summary(old)} -> {_summary(new)}"
     parts: list[str] = []
-    for key, (old, new) in change.changes.items():
+    for key, (a, b) in change.changes.items():
         if key == "action":
-            parts.insert(0, f"{old} -> {new}")
+            parts.insert(0, f"{a} -> {b}")
         else:
-            shown_old = "(unset)" if old is None else _show(old)
-            shown_new = "(unset)" if new is None else _show(new)
-            parts.append(f"{key} {shown_old} -> {shown_new}")
+            parts.append(f"{key} {_show(a)} -> {_show(b)}")
     return "; ".join(parts)
 
 

@@ -22,9 +22,16 @@ from typing import Any
 
 from gateway.policy.compiled import ObjectRules, Rule
 from gateway.policy.engine import Policy, apply_policy
+from gateway.policy.file import FieldRule
 
 BASE = ""  # the context of a route with no overlay
+NOT_NAMED = "not named"  # the key of a path's meaning when another rule decides it
 _SKIPPED = {"fields", "select", "reason", "enforcement", "value"}
+# What a key left out of a rule means (a rule's meaning leaves defaults out).
+DEFAULTS: dict[str, Any] = {
+    **FieldRule.model_validate({"action": "pass"}).model_dump(exclude=_SKIPPED | {"action"}),
+    "enforcement": "enforce",
+}
 
 
 @dataclass(frozen=True)
@@ -39,13 +46,14 @@ class RuleChange:
 
     @property
     def changes(self) -> dict[str, tuple[Any, Any]]:
-        """The meaning keys that differ, old and new value."""
+        """The meaning keys that differ, old and new value (a default where unset)."""
         old, new = self.old or {}, self.new or {}
-        return {
-            k: (old.get(k), new.get(k))
-            for k in [*old, *(k for k in new if k not in old)]
-            if old.get(k) != new.get(k) or type(old.get(k)) is not type(new.get(k))
-        }
+        out = {}
+        for k in [*old, *(k for k in new if k not in old)]:
+            a, b = old.get(k, DEFAULTS.get(k)), new.get(k, DEFAULTS.get(k))
+            if a != b or type(a) is not type(b):
+                out[k] = (a, b)
+        return out
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -151,6 +159,58 @@ def _rules(
     return {} if compiled is None else flatten(compiled)
 
 
+def effective(rules: dict[str, dict[str, Any]], path: str) -> dict[str, Any] | None:
+    """The meaning of ``path`` in ``rules``, or, where they do not name it, the action
+    of the rule that decides it (a select's unknown rule, an object's unknown fields)."""
+    if path in rules:
+        return rules[path]
+    if path.endswith("]"):
+        at = path.rindex("[")
+        key = path[at + 1 : -1].split("=", 1)[0]
+        other = rules.get(f"{path[:at]}[{key}=*]")
+        if other is not None:
+            return {"action": other["action"], NOT_NAMED: f"{key} not named"}
+        return None
+    head = path.rpartition(".")[0] if not path.endswith(")") else ""
+    unknown = rules.get(f"{head}.(unknown fields)" if head else "(unknown fields)")
+    if unknown is None:
+        return None
+    return {"action": unknown["action"], NOT_NAMED: "unknown field"}
+
+
+def _ancestors(path: str) -> list[str]:
+    """The paths that hold ``path`` (``a[k=v].b`` -> ``a``, ``a[k=v]``)."""
+    found, depth = [], 0
+    for i, c in enumerate(path):
+        if c == "[":
+            if depth == 0 and i:
+                found.append(path[:i])
+            depth += 1
+        elif c == "]":
+            depth -= 1
+        elif c == "." and depth == 0:
+            found.append(path[:i])
+    return found
+
+
+def _same_effect(a: dict[str, Any] | None, b: dict[str, Any] | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    if NOT_NAMED in a or NOT_NAMED in b:
+        return bool(a["action"] == b["action"])
+    return a == b
+
+
+def _inside_a_refusal(after: dict[str, Any], path: str) -> bool:
+    """Whether a rule holding ``path`` refuses in the new policy: inside what is refused
+    nothing else is looked at (that rule's own change, if any, is listed)."""
+    for holder in _ancestors(path):
+        rule = effective(after, holder)
+        if rule is not None and rule["action"] == "reject":
+            return True
+    return False
+
+
 def compare_policies(old: Policy, new: Policy) -> list[RuleChange]:
     """Every rule whose meaning differs, route by route, then overlay by overlay (an
     overlay's change listed only where it is not the route's own change)."""
@@ -162,8 +222,8 @@ def compare_policies(old: Policy, new: Policy) -> list[RuleChange]:
             before = _rules(old, route, model, profile)
             after = _rules(new, route, model, profile)
             for path in [*before, *(p for p in after if p not in before)]:
-                a, b = before.get(path), after.get(path)
-                if a == b:
+                a, b = effective(before, path), effective(after, path)
+                if _same_effect(a, b) or _inside_a_refusal(after, path):
                     if context != BASE and (route, path) in base:
                         # The overlay undoes the route's change here: worth saying.
                         changes.append(RuleChange(context, route, path, a, b))

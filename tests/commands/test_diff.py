@@ -80,10 +80,10 @@ def test_only_the_verdicts_that_differ_are_listed(tmp_path: Path) -> None:
         "/v1/chat/completions",
         "  messages[role=function]  reject -> strip",
         "  temperature              maximum 2 -> 1.5",
-        "  seed                     pass -> reject; minimum -9223372036854775808 -> (unset); "
-        "maximum 9223372036854775807 -> (unset)",
+        "  seed                     pass -> reject; minimum -9223372036854775808 -> (none); "
+        "maximum 9223372036854775807 -> (none)",
         "profile canary, /v1/chat/completions",
-        '  logprobs                 enforcement (unset) -> "report"',
+        '  logprobs                 enforcement "enforce" -> "report"',
         "  n                        maximum 8 -> 16",
     ]
     done = ft_gateway("diff", "policies/ft-serve.yaml", str(candidate), "--json")
