@@ -79,11 +79,14 @@ def format_changes(changes: list[RuleChange]) -> list[str]:
 
 
 def format_bodies(result: BodyComparison, sources: list[str]) -> list[str]:
-    moved = sum(result.moved.values())
-    lines = [
-        f"bodies: {result.total} from {', '.join(sources)}: {moved} change verdict"
-        + (f", {result.rewritten} forwarded as a different body" if result.rewritten else "")
-    ]
+    head = (
+        f"bodies: {result.total} from {', '.join(sources)}: {result.change_verdict} change verdict"
+    )
+    if result.refused_otherwise:
+        head += f", {result.refused_otherwise} refused with another error"
+    if result.rewritten:
+        head += f", {result.rewritten} forwarded as a different body"
+    lines = [head]
     width = len(str(max(result.moved.values(), default=0)))
     for (old, new), count in result.moved.most_common():
         lines.append(f"  {count:>{width}}  {old} -> {new}")

@@ -250,6 +250,10 @@ def verdict(policy: Policy, route: str, body: dict[str, Any], profile: str | Non
     return "changed" if decision.changed else "unchanged"
 
 
+def _kind(verdict: str) -> str:
+    return verdict.split(" ", 1)[0]
+
+
 @dataclass
 class BodyComparison:
     """What two policies do to a set of recorded bodies."""
@@ -260,12 +264,24 @@ class BodyComparison:
 
     @property
     def changed(self) -> int:
+        """Bodies the two policies treat differently in any way."""
         return sum(self.moved.values()) + self.rewritten
+
+    @property
+    def change_verdict(self) -> int:
+        """Bodies whose verdict moves between unchanged, changed, fan-out and refused."""
+        return sum(n for (a, b), n in self.moved.items() if _kind(a) != _kind(b))
+
+    @property
+    def refused_otherwise(self) -> int:
+        """Bodies refused by both, with another param or code."""
+        return sum(n for (a, b), n in self.moved.items() if _kind(a) == _kind(b))
 
     def as_dict(self) -> dict[str, Any]:
         return {
             "bodies": self.total,
-            "change_verdict": sum(self.moved.values()),
+            "change_verdict": self.change_verdict,
+            "refused_otherwise": self.refused_otherwise,
             "forwarded_differently": self.rewritten,
             "moves": [
                 {"old": old, "new": new, "count": n} for (old, new), n in self.moved.most_common()

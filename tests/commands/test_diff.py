@@ -123,14 +123,14 @@ def test_recorded_bodies_that_change_verdict_are_counted(
     out = capsys.readouterr().out.splitlines()
     at = next(i for i, line in enumerate(out) if line.startswith("bodies: "))
     assert out[at:] == [
-        f"bodies: 5 from {bodies}: 3 change verdict",
+        f"bodies: 5 from {bodies}: 2 change verdict, 1 refused with another error",
         "  2  refused 'logprobs' unsupported_parameter -> unchanged",
         "  1  refused 'logprobs' unsupported_parameter -> refused 'top_logprobs' "
         "unsupported_parameter",
     ]
     assert main(["diff", str(POLICY), str(candidate), "--bodies", str(bodies), "--json"]) == 1
     found = json.loads(capsys.readouterr().out)["bodies"]
-    assert (found["bodies"], found["change_verdict"]) == (5, 3)
+    assert (found["bodies"], found["change_verdict"], found["refused_otherwise"]) == (5, 2, 1)
     # A case file is a source of bodies too, and the same policy changes none.
     cases = str(POLICY.parent / "cases" / "ft-serve.yaml")
     assert main(["diff", str(POLICY), str(POLICY), "--bodies", cases]) == 0
