@@ -12,7 +12,10 @@ import pytest
 import yaml
 
 from gateway.access.keys import read_keys_file
-from gateway.policy.loading import parse_policy_text
+from gateway.commands.cases import check_case
+from gateway.policy.cases import read_cases
+from gateway.policy.engine import Policy
+from gateway.policy.loading import load_policy_file, parse_policy_text
 from gateway.settings import Settings, load_settings
 from gateway.yamlsource import SourceError, parse_yaml
 from tests.docs.markdown import PAGES, ROOT, Block, blocks
@@ -35,6 +38,8 @@ def kind(data: Any) -> str:
         return "overlay"
     if keys == {"keys"}:
         return "keys"
+    if "cases" in keys:
+        return "cases"
     if keys <= set(Settings.model_fields):
         return "config"
     if all(isinstance(v, dict) and "action" in v for v in data.values()):
@@ -81,6 +86,11 @@ def test_yaml_example_loads(block: Block, tmp_path: Path) -> None:
         _check_policy(
             yaml.safe_dump({"routes": {"/v1/chat/completions": {"fields": data}}}), block.where
         )
+    elif what == "cases":
+        # A case file: it loads, and its cases pass against the default policy.
+        cases = read_cases(parse_yaml(block.text, file=block.where))
+        policy = Policy(load_policy_file(DEFAULT_POLICY)[0])
+        assert [check_case(policy, case) for case in cases.cases] == [None] * len(cases.cases)
     elif what == "keys":
         try:
             read_keys_file(parse_yaml(block.text, file=block.where))
@@ -104,6 +114,7 @@ def test_repository_config_loads() -> None:
     # config.yaml is the reference the configuration page points to.
     settings = load_settings(ROOT / "config.yaml", environ={})
     defaults = load_settings(None, environ={}).model_copy(update={"policy": settings.policy})
+    defaults.capture.path = settings.capture.path  # relative to the config file, as policy
     assert settings.model_dump() == defaults.model_dump()  # (not where each was read from)
 
 

@@ -20,6 +20,7 @@ README = ROOT / "README.md"
 EXAMPLE_FILES = {
     "policies/edited.yaml",  # a policy with mistakes, as `check` prints it
     "policies/candidate.yaml",  # what a probe before an upgrade writes
+    "policies/candidate.cases.yaml",  # the case file the probe writes beside it
     "gateway/upstream/foo_impl.py",  # the client CONTRIBUTING.md's how-to adds
 }
 _TOP = "gateway|tests|scripts|bench|sampler|refengine|policies|deploy|docs"
