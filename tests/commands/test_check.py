@@ -12,7 +12,7 @@ import pytest
 from gateway.cli import main
 from gateway.policy.loading import load_policy_file
 from gateway.yamlsource import SourceError
-from tests.support.paths import FIXTURES, ROOT
+from tests.support.paths import FIXTURES, POLICY, ROOT
 
 BROKEN = FIXTURES / "policies" / "broken"
 CHAT = "routes./v1/chat/completions.fields"
@@ -352,3 +352,17 @@ def test_api_keys_are_checked_against_the_policy_profiles(
     status, lines = run_check(["--config", str(config)], capsys)
     assert status == 0
     assert lines[0].endswith(f"; {keys} (1 API keys)")
+
+
+def test_report_only_rules_are_counted_in_the_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "trial.yaml"
+    path.write_text(
+        POLICY.read_text() + "enforcement: enforce\nprofiles:\n  canary: {enforcement: report}\n"
+    )
+    status, lines = run_check([str(path)], capsys)
+    assert status == 0
+    assert lines[0].endswith("; 1 report-only (enforcement: report))")
+    status, lines = run_check([str(POLICY)], capsys)
+    assert "report-only" not in lines[0]
