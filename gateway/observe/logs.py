@@ -109,7 +109,7 @@ def request_record(exchange: Exchange, now: float) -> dict[str, Any]:
         "completion_tokens": usage.completion if usage is not None else None,
         "total_tokens": usage.total if usage is not None else None,
         "rate_limited": exchange.rate_limited,
-        "reported": _reported(exchange),
+        "reported": _reported(exchange) if exchange.report is not None else None,
     }
 
 
