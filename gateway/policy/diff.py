@@ -221,6 +221,15 @@ def compare_policies(old: Policy, new: Policy) -> list[RuleChange]:
         for route in routes:
             before = _rules(old, route, model, profile)
             after = _rules(new, route, model, profile)
+            if not before or not after:
+                # A route one policy does not name: forwarded unchecked there. One line.
+                if context == BASE:
+                    shown = [
+                        {"action": "named", "rules": len(r)} if r else {"action": "not named"}
+                        for r in (before, after)
+                    ]
+                    changes.append(RuleChange(context, route, "(the route)", *shown))
+                continue
             for path in [*before, *(p for p in after if p not in before)]:
                 a, b = effective(before, path), effective(after, path)
                 if _same_effect(a, b) or _inside_a_refusal(after, path):

@@ -98,6 +98,20 @@ def test_only_the_verdicts_that_differ_are_listed(tmp_path: Path) -> None:
     assert [r["context"] for r in data["rules"]][-2:] == ["profile canary"] * 2
 
 
+def test_a_route_one_policy_leaves_out_is_one_line(tmp_path: Path) -> None:
+    data = yaml.safe_load(POLICY.read_text())
+    del data["routes"]["/v1/responses"]
+    path = tmp_path / "two-routes.yaml"
+    path.write_text(yaml.safe_dump(data))
+    done = ft_gateway("diff", "policies/ft-serve.yaml", str(path))
+    assert done.returncode == 1
+    lines = done.stdout.splitlines()[2:]
+    assert lines[0] == "/v1/responses"
+    assert lines[1].split(maxsplit=2)[:2] == ["(the", "route)"]
+    assert "named -> not named; rules " in lines[1] and lines[1].endswith(" -> (none)")
+    assert len(lines) == 2
+
+
 def test_recorded_bodies_that_change_verdict_are_counted(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
