@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from gateway import __version__
 from gateway.app.factory import create_app
-from gateway.commands import cases, check, diff, explain, schema
+from gateway.commands import cases, check, diff, explain, reload, schema
 from gateway.probe import command as probe_command
+from gateway.serving.pidfile import PidfileBusy, serving_pidfile
 from gateway.serving.server import run_server
 from gateway.serving.workers import available_cpus, serve_workers
 from gateway.settings import config_path, load_settings
@@ -96,6 +99,16 @@ def _add_policy_commands(sub: Any) -> None:
             "have the same effect, 1 if they differ, 2 if a file cannot be read.",
         )
     )
+    reload.add_arguments(
+        sub.add_parser(
+            "reload",
+            help="reload the running gateway's policy, API keys and limits; wait for the result",
+            description="Signal the gateway that holds the pidfile (server.pidfile, else "
+            "ft-gateway-PORT.pid in $XDG_RUNTIME_DIR or the temporary directory) and wait "
+            "for every worker's result. Exit 0 if reloaded, 1 if refused (nothing changed; "
+            "the reasons are printed), 2 if no gateway answered.",
+        )
+    )
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -114,14 +127,32 @@ def serve(args: argparse.Namespace) -> int:
         return 2
     try:
         settings = load_settings(config_path(args.config), overrides=overrides)
-        app = create_app(settings)
     except SourceError as exc:
         print(f"ft-gateway: cannot start:\n{exc}", file=sys.stderr)
         return 2
-    if workers > 1:
-        return serve_workers(settings, workers=workers, log_level=args.log_level)
-    run_server(app, settings, log_level=args.log_level)
+    with contextlib.ExitStack() as stack:
+        try:
+            # Before the app is built: its reloader writes its status beside the pidfile.
+            settings.server.pidfile = stack.enter_context(serving_pidfile(settings))
+        except PidfileBusy as exc:
+            print(f"ft-gateway: cannot start: {exc}", file=sys.stderr)
+            return 3
+        try:
+            app = create_app(settings)
+        except SourceError as exc:
+            print(f"ft-gateway: cannot start:\n{exc}", file=sys.stderr)
+            return 2
+        if workers > 1:
+            return serve_workers(settings, workers=workers, log_level=args.log_level)
+        # uvicorn re-raises the SIGTERM it drained on: exit through this block (the
+        # pidfile removed) rather than die by the signal.
+        signal.signal(signal.SIGTERM, _exit_drained)
+        run_server(app, settings, log_level=args.log_level)
     return 0
+
+
+def _exit_drained(signum: int, frame: object) -> None:
+    raise SystemExit(0)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -141,6 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "schema": schema.run,
         "test": cases.run,
         "diff": diff.run,
+        "reload": reload.run,
     }
     args = parser.parse_args(argv)
     return commands[args.command](args)
