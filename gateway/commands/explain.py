@@ -91,7 +91,7 @@ def explain_request(
         result.outcomes = decision.outcomes
         result.reported = decision.reported
         if decision.report is not None:
-            result.report = render(decision.report)
+            result.report = render(decision.report.error)
         if decision.error is not None:
             raise decision.error
     except GatewayError as exc:

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from gateway._types import Headers
-from gateway.errors import GatewayError, InvalidRequest
+from gateway.errors import GatewayError
 from gateway.limits.meter import Usage
-from gateway.policy.engine import Outcome
+from gateway.policy.engine import Outcome, Report
 
 # The route label of a request to a path the gateway does not serve (one label for
 # all: the paths are the client's to choose, so they are never labels themselves).
@@ -36,8 +36,7 @@ class Exchange:
     status: int = 0
     outcomes: list[Outcome] = field(default_factory=list)
     # What report-only rules would have refused, and the 400 the client would have got.
-    reported: tuple[Outcome, ...] = ()
-    report: InvalidRequest | None = None
+    report: Report | None = None
     error_code: str | None = None
     upstream_status: int | None = None
     upstream_replica: str | None = None  # the engine replica that answered

@@ -120,11 +120,12 @@ def _reported(exchange: Exchange) -> dict[str, Any] | None:
     report = exchange.report
     if report is None:
         return None
+    error = report.error
     return {
-        "status": report.status,
-        "code": report.code,
-        "param": report.param[:MAX_NAME] if report.param is not None else None,
-        "fields": {o.field[:MAX_NAME]: o.detail for o in exchange.reported[:MAX_FIELDS]},
+        "status": error.status,
+        "code": error.code,
+        "param": error.param[:MAX_NAME] if error.param is not None else None,
+        "fields": {o.field[:MAX_NAME]: o.detail for o in report.fields[:MAX_FIELDS]},
     }
 
 

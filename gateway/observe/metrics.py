@@ -176,9 +176,10 @@ class Metrics:
                 name = self._field_label(outcome.field)
             dkey = (route, name, outcome.action)
             t.decisions[dkey] = t.decisions.get(dkey, 0) + 1
-        for outcome in exchange.reported:
-            vkey = (route, self._field_label(outcome.field), outcome.detail)
-            t.reported[vkey] = t.reported.get(vkey, 0) + 1
+        if exchange.report is not None:
+            for outcome in exchange.report.fields:
+                vkey = (route, self._field_label(outcome.field), outcome.detail)
+                t.reported[vkey] = t.reported.get(vkey, 0) + 1
         if exchange.client_disconnected:
             t.disconnects[route] = t.disconnects.get(route, 0) + 1
         if exchange.rate_limited is not None:

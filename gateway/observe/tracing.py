@@ -413,14 +413,15 @@ def _record_report(span: Any, attributes: dict[str, Any], exchange: Exchange, en
     if report is None:
         return
     attributes["ft_gateway.policy.reported"] = [
-        f"{o.field[:MAX_NAME]}:{o.detail}" for o in exchange.reported[:MAX_FIELDS]
+        f"{o.field[:MAX_NAME]}:{o.detail}" for o in report.fields[:MAX_FIELDS]
     ]
+    error = report.error
     event: dict[str, Any] = {
-        "http.response.status_code": report.status,
-        "error.type": report.code or "invalid_request_error",
+        "http.response.status_code": error.status,
+        "error.type": error.code or "invalid_request_error",
     }
-    if report.param is not None:
-        event["ft_gateway.policy.param"] = report.param[:MAX_NAME]
+    if error.param is not None:
+        event["ft_gateway.policy.param"] = error.param[:MAX_NAME]
     span.add_event("ft_gateway.policy.reported", event, timestamp=end)
 
 

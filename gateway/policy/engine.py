@@ -29,6 +29,7 @@ from gateway.policy.walk import (
     STRIPPED,
     UNKNOWN,
     Outcome,
+    Report,
     Walk,
     walk_object,
 )
@@ -47,6 +48,7 @@ __all__ = [
     "ObjectRules",
     "Outcome",
     "Policy",
+    "Report",
     "apply_policy",
 ]
 
@@ -61,10 +63,13 @@ class Decision:
     error: InvalidRequest | None = None
     # ``n`` served by fan-out: ask the engine this many times and merge (1: no fan-out).
     fanout: int = 1
-    # What report-only rules would have refused (path, REPORTED, error code), and the
-    # first of those refusals: the 400 the client would have got. Empty on most requests.
-    reported: tuple[Outcome, ...] = ()
-    report: InvalidRequest | None = None
+    # What report-only rules would have refused (None on most requests).
+    report: Report | None = None
+
+    @property
+    def reported(self) -> tuple[Outcome, ...]:
+        """The fields report-only rules would have refused (path, REPORTED, code)."""
+        return self.report.fields if self.report is not None else ()
 
 
 class Policy:
@@ -152,6 +157,5 @@ def apply_policy(
         decision.changed = True
     decision.fanout = walk.fanout
     if walk.reported is not None:
-        decision.reported = tuple(walk.reported)
-        decision.report = walk.report_error
+        decision.report = Report(walk.report_error, tuple(walk.reported))
     return decision

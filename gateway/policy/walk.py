@@ -48,11 +48,21 @@ class Outcome:
     detail: str = ""
 
 
+@dataclass(frozen=True, slots=True)
+class Report:
+    """What report-only rules would have refused: each field (path, REPORTED, error
+    code) and the first refusal, the 400 the client would have got."""
+
+    error: InvalidRequest
+    fields: tuple[Outcome, ...]
+
+
 class Walk:
     """One request's walk: the outcomes so far, the first error, the fan-out asked
     for, and what report-only rules would have refused."""
 
     __slots__ = ("outcomes", "trace", "error", "fanout", "reported", "report_error")
+    report_error: InvalidRequest  # set with the first report (read only when reported is)
 
     def __init__(self, outcomes: list[Outcome], *, trace: bool) -> None:
         self.outcomes = outcomes
@@ -60,7 +70,6 @@ class Walk:
         self.error: InvalidRequest | None = None
         self.fanout = 1
         self.reported: list[Outcome] | None = None  # made on the first report
-        self.report_error: InvalidRequest | None = None
 
     def reject(
         self, path: str, problem: InvalidRequest, *, report: bool, detail: str | None = None
@@ -69,9 +78,8 @@ class Walk:
         if report:
             if self.reported is None:
                 self.reported = []
-            self.reported.append(Outcome(path, REPORTED, problem.code or ""))
-            if self.report_error is None:
                 self.report_error = problem
+            self.reported.append(Outcome(path, REPORTED, problem.code or ""))
             return
         self.outcomes.append(Outcome(path, REJECTED, problem.message if detail is None else detail))
         if self.error is None:

@@ -165,7 +165,7 @@ class ProxyEndpoint:
         for a fan-out); a route with its own request shape overrides this."""
         decision = apply_policy(self.state.policy, self.route or "", body, profile=profile)
         exchange.outcomes = decision.outcomes
-        exchange.reported, exchange.report = decision.reported, decision.report
+        exchange.report = decision.report
         if decision.error is not None:
             raise decision.error
         exchange.stream = decision.body.get("stream") is True

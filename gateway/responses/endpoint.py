@@ -116,7 +116,7 @@ class ResponsesEndpoint(ProxyEndpoint):
     ) -> Prepared:
         decision = apply_policy(self.state.policy, ROUTE, body, profile=profile)
         exchange.outcomes = decision.outcomes
-        exchange.reported, exchange.report = decision.reported, decision.report
+        exchange.report = decision.report
         if decision.error is not None:
             raise decision.error
         approved = decision.body

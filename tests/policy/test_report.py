@@ -31,8 +31,8 @@ def test_a_report_only_policy_forwards_what_it_would_refuse_with_the_same_400(
     decision = apply_policy(trial, CHAT, body)
     assert enforced.error is not None and decision.error is None
     assert decision.report is not None
-    assert (decision.report.param, decision.report.code) == (param, code)
-    assert decision.report.message == enforced.error.message
+    assert (decision.report.error.param, decision.report.error.code) == (param, code)
+    assert decision.report.error.message == enforced.error.message
     # The path of the rule that refused (the error may name a member inside it).
     assert param.startswith(decision.reported[0].field)
     assert decision.reported[0].action == REPORTED
@@ -133,8 +133,8 @@ def test_report_only_at_every_level(
     assert (decision.error.param if decision.error else None) == refused
     assert [o.field for o in decision.reported] == reported
     if reported:
-        assert decision.report is not None and decision.report.param == reported[0]
-        assert decision.report.status == 400
+        assert decision.report is not None and decision.report.error.param == reported[0]
+        assert decision.report.error.status == 400
     else:
         assert decision.report is None
 
