@@ -74,7 +74,7 @@ class Rule:
 class CompiledSelect:
     """A ``select``, compiled: the rule of each value of its key."""
 
-    __slots__ = ("key", "rules", "unknown", "absent", "supported", "report")
+    __slots__ = ("key", "rules", "unknown", "absent", "supported", "report", "passed")
 
     def __init__(self, source: Select, *, report: bool) -> None:
         self.key = source.key
@@ -85,6 +85,14 @@ class CompiledSelect:
         self.supported = [v for v, r in source.rules.items() if r.action != "reject"]
         # A member that is not an object is refused under the select's own rule.
         self.report = report
+        # The fast path of _select_members: by key value, the member rules that pass a
+        # member and check its keys (their keys' rules, and the member types that need
+        # no further check).
+        self.passed = {
+            value: (rule.object_rules, rule.accepts)
+            for value, rule in self.rules.items()
+            if rule.action == "pass" and rule.object_rules is not None and rule.select is None
+        }
 
 
 class ObjectRules:

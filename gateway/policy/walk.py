@@ -291,22 +291,15 @@ _STRIPPED: Any = object()
 
 def _select_members(select: CompiledSelect, members: list[Any], path: str, walk: Walk) -> list[Any]:
     changed: list[Any] | None = None
-    rules = select.rules
+    passed = select.passed
     key = select.key
     fast = not walk.trace
     for index, member in enumerate(members):
         if fast and type(member) is dict:
             # The common case first: a member its rule passes as it is.
             chosen = member.get(key)
-            rule = rules.get(chosen) if type(chosen) is str else None
-            if (
-                rule is not None
-                and rule.action == "pass"
-                and rule.object_rules is not None
-                and rule.select is None
-                and type(member) in rule.accepts
-                and _passes(rule.object_rules, member, key)
-            ):
+            inner = passed.get(chosen) if type(chosen) is str else None
+            if inner is not None and type(member) in inner[1] and _passes(inner[0], member, key):
                 if changed is not None:
                     changed.append(member)
                 continue
