@@ -25,7 +25,7 @@ from tests.support.paths import POLICY
 from tests.support.processes import (
     SERVING,
     START_TIMEOUT,
-    Gateway,
+    GatewayProcess,
     children_of,
     gateway_process,
     pin,
@@ -89,7 +89,7 @@ async def test_two_workers_serve_reload_on_sighup_and_restart(tmp_path: Path) ->
                 seen = len(gateway.lines)
                 os.kill(gateway.process.pid, signal.SIGHUP)
                 for _ in pids:
-                    match = await gateway.wait_for_line("policy loaded", after=seen)
+                    match = await gateway.wait_for_line("reloaded: policy", after=seen)
                     seen = gateway.lines.index(match.string) + 1
                 for client in pinned.values():
                     assert (await client.post(CHAT, json=body)).status_code == 200
@@ -151,7 +151,7 @@ async def test_workers_can_share_one_socket(tmp_path: Path) -> None:
             cwd=tmp_path,
             start_new_session=True,
         )
-        gateway = Gateway(process)
+        gateway = GatewayProcess(process)
         try:
             match = await gateway.wait_for_line(SERVING.pattern)
             url = f"http://127.0.0.1:{match[1]}"
