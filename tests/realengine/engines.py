@@ -87,6 +87,7 @@ class Running:
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log_dir / f"{engine.name}-{self.port}.log"
         self.process: subprocess.Popen[bytes] | None = None
+        self._copier: threading.Thread | None = None
 
     def start(self) -> None:
         """Start the engine; returns once it says it serves (the model is loaded then)."""
@@ -97,7 +98,8 @@ class Running:
             start_new_session=True,
         )
         ready = threading.Event()
-        threading.Thread(target=self._copy_log, args=(self.process, ready), daemon=True).start()
+        self._copier = threading.Thread(target=self._copy_log, args=(self.process, ready))
+        self._copier.start()
         if not ready.wait(START_TIMEOUT) or self.process.poll() is not None:
             self.kill()
             raise RuntimeError(f"{self.engine.name} did not start: see {self.log}")
@@ -109,7 +111,7 @@ class Running:
         it serves, or when the output ends (it exited: start() sees that)."""
         pattern = READY[self.engine.name]
         assert process.stdout is not None
-        with self.log.open("ab") as log:
+        with process.stdout, self.log.open("ab") as log:
             for line in process.stdout:
                 log.write(line)
                 log.flush()
@@ -122,6 +124,8 @@ class Running:
         if self.process is not None and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
+        if self._copier is not None:
+            self._copier.join()  # the output ended with the process: its pipe is closed
 
 
 @contextlib.contextmanager

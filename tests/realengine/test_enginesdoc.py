@@ -79,8 +79,8 @@ def test_each_verdict_is_paired_with_what_the_written_policy_does() -> None:
     policy = yaml.safe_load(render_policy(probed(TOY)))
     does = {name: policy_does(policy, CHAT, name) for name in ("temperature", "n", "seed")}
     assert does == {"temperature": "pass", "n": "fan-out (n up to 8)", "seed": "400"}
-    assert policy_does(policy, CHAT, "logit_bias") == "400 (`{}` passes)"
-    assert policy_does(policy, CHAT, "logprobs") == "400 (`false` accepted, not forwarded)"
+    assert policy_does(policy, CHAT, "logit_bias") == "400; neutral `{}` passes"
+    assert policy_does(policy, CHAT, "logprobs") == "400; neutral `false` accepted, not forwarded"
     assert policy_does(policy, CHAT, "(unknown field)") == "400 `unknown_parameter`"
     assert policy_does(policy, CHAT, "system role") == "pass"
     assert policy_does(policy, CHAT, "text part") == "pass"
@@ -110,6 +110,12 @@ def test_the_page_names_each_engine_and_where_they_differ(tmp_path: Path) -> Non
     differences = page.split("## Where the engines differ")[1].split("\n## ")[0]
     assert f"- `{CHAT}` seed: engine-a ignored, engine-b honoured" in differences
     assert f"`{CHAT}` n:" not in differences  # ignored by both
+
+
+def test_one_engine_is_compared_with_nothing(tmp_path: Path) -> None:
+    write_run(tmp_path, "engine-a", "1.0", probed(TOY))
+    page = render(load(tmp_path))
+    assert "- one engine measured in this run (engine-a): nothing to compare" in page
 
 
 def test_no_reports_is_an_error(tmp_path: Path) -> None:
