@@ -67,6 +67,10 @@ class Engine:
             *("-m", "llama_cpp.server", "--model", str(self.model)),
             *("--model_alias", MODEL_NAME, "--chat_format", "gemma"),
             *("--n_ctx", "2048", "--n_threads", "2"),
+            # By default a new request interrupts the stream in progress: of a fan-out's
+            # n streams, all but the last end after their first chunk, with no
+            # finish_reason. Operators fanning out to it need this off too.
+            *("--interrupt_requests", "False"),
             *("--host", "127.0.0.1", "--port", str(port)),
         ]
 
