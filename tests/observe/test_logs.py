@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from gateway.app.factory import create_app
 from gateway.observe.exchange import Exchange
@@ -73,6 +74,7 @@ async def test_one_json_line_per_request(
     rejected, changed, failed = records
     assert rejected["ts"].endswith("Z")
     assert {k: v for k, v in rejected.items() if k not in ("ts", "latency_ms")} == {
+        "level": "info",
         "event": "request",
         "request_id": "req-1",
         "method": "POST",
@@ -163,10 +165,51 @@ def test_formatters_carry_extra_fields() -> None:
 
 
 def test_logging_config_names_the_formatters() -> None:
-    # serve passes this to uvicorn, which applies it in each worker process;
+    # setup_logging applies it in serve and in each worker process;
     # tests/app/test_reload.py reads the JSON lines of a real serve process.
     for fmt, cls in (("json", JsonFormatter), ("text", TextFormatter)):
         config = logging_config(fmt, "warning")  # type: ignore[arg-type]
         assert config["formatters"]["gateway"]["()"] == f"gateway.observe.logs.{cls.__name__}"
         assert config["loggers"]["gateway"]["level"] == "WARNING"
         assert config["handlers"]["stdout"]["stream"] == "ext://sys.stdout"
+        # Every other library's records too (OpenTelemetry's), on the same handler.
+        assert config["root"] == {"handlers": ["stdout"], "level": "WARNING"}
+    assert logging_config("json", "info")["root"]["level"] == "WARNING"  # not httpx's per request
+    assert logging_config("json", "debug")["root"]["level"] == "DEBUG"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("status", "body", "code"),
+    [
+        (500, b"Traceback ...", "upstream_error"),
+        (503, b'{"error": {"message": "overloaded"}}', "upstream_error"),
+        (
+            404,
+            b'{"error": {"message": "The model `m` does not exist.", "type": '
+            b'"NotFoundError", "code": "model_not_found"}}',
+            "model_not_found",
+        ),
+    ],
+)
+async def test_a_relayed_engine_error_is_the_error_in_record_log_and_span(
+    status: int, body: bytes, code: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # docs/operating.md: "error is the error code the client got"; docs/tracing.md: the
+    # span's error.type likewise. A relayed engine error was logged "error": null.
+    exporter = InMemorySpanExporter()
+    settings = gateway_settings(overrides={("tracing", "enabled"): True})
+    transport = httpx.MockTransport(lambda request: httpx.Response(status, content=body))
+    app = create_app(settings, transport=transport, span_exporter=exporter)
+    async with asgi_client(app) as client:
+        capsys.readouterr()
+        answer = await client.post(CHAT, json=chat(), headers={"x-request-id": "req-relayed"})
+        [line] = lines(capsys)
+    assert answer.status_code == status
+    assert answer.json()["error"]["code"] == code
+    record = json.loads(line)
+    assert record["error"] == code and record["upstream_status"] == status
+    [span] = [
+        s for s in exporter.get_finished_spans() if s.attributes and "http.route" in s.attributes
+    ]
+    assert (span.attributes or {})["error.type"] == code
