@@ -9,6 +9,7 @@ from typing import Any, Protocol
 from gateway._types import Headers
 from gateway.drain import Drain
 from gateway.limits.limiter import Limiter
+from gateway.observe.capture import BodyCapture
 from gateway.observe.exchange import NullObserver, Observer, Tracer
 from gateway.policy.engine import Policy
 from gateway.routing.hint import Hinter
@@ -49,3 +50,4 @@ class GatewayState:
     models: ModelsOfKeys | None = None  # None: every key may use every model
     # Routes requests by model (fleet/router.py); None: one deployment, no key limited.
     router: ModelRouting | None = None
+    capture: BodyCapture | None = None  # None: request bodies are not captured (the default)

@@ -30,6 +30,7 @@ from gateway.fleet.engines import engine_dns, hinter_for, open_engines
 from gateway.fleet.models import ModelList
 from gateway.fleet.router import ModelRouter, needs_router
 from gateway.limits.limiter import make_limiter
+from gateway.observe.capture import BodyCapture
 from gateway.observe.exchange import UNSERVED, Exchange, Observer, Observers, Tracer
 from gateway.observe.logs import AccessLog
 from gateway.observe.metrics import Metrics
@@ -110,6 +111,8 @@ def create_app(
     # The same function builds what a reload and ``check`` build: they agree.
     live = load_reloadable(settings, policy=policy)
     state = GatewayState(settings=settings, policy=live.policy)
+    if settings.capture.enabled:
+        state.capture = BodyCapture(settings.capture)
     if not settings.deployments:  # a fleet's hints are each deployment's (fleet/router.py)
         state.hinter = hinter_for(settings.upstream)
     if live.keyring is not None:

@@ -68,6 +68,7 @@ class Route:
         )
         record = call.record
         record.outcomes = decision.outcomes
+        record.report = decision.report
         if decision.error is not None:
             raise decision.error
         record.stream = decision.body.get("stream") is True
