@@ -239,11 +239,16 @@ class Store(_Section):
     """Where /v1/responses keeps responses for ``previous_response_id`` and GET/DELETE."""
 
     backend: Literal["none", "memory", "sqlite", "redis"] = Field(
-        default="none",
-        description="none (previous_response_id is a 400), memory (one process), sqlite "
-        "(a file, one host), or redis (shared by workers and pods)",
+        default="sqlite",
+        description="sqlite (a file under the state directory: every worker of one host), "
+        "redis (shared by workers and pods), memory (one process), or none "
+        "(previous_response_id is a 400)",
     )
-    path: Path = Field(default=Path("responses.sqlite3"), description="sqlite: the file")
+    path: Path | None = Field(
+        default=None,
+        description="sqlite: the file (unset: responses.sqlite3 in $XDG_STATE_HOME/ft-gateway, "
+        "else ~/.local/state/ft-gateway)",
+    )
     url: str = Field(
         default="redis://127.0.0.1:6379/0", pattern=r"^rediss?://", description="redis: server"
     )
@@ -376,6 +381,9 @@ def load_settings(
         keys = settings.auth.keys_file
         if keys is not None and not keys.is_absolute() and ("auth", "keys_file") not in origin:
             settings.auth.keys_file = here / keys
+        stored = settings.store.path
+        if stored is not None and not stored.is_absolute() and ("store", "path") not in origin:
+            settings.store.path = here / stored
     settings._declared = settings.model_dump(mode="json")
     return settings
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Callable
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,8 @@ from gateway.proxy.headers import DROP_DOWNSTREAM, filter_headers
 from gateway.proxy.relay import stream_cut_short, stream_too_large
 from gateway.proxy.responder import Responder
 from gateway.responses.chunks import ChunkReader
+from gateway.responses.onecall import OneCallTranslator, first_call_only, wants_one_call
+from gateway.responses.references import item_ids, resolve_references
 from gateway.responses.roles import instructions_role
 from gateway.responses.shape import output_of, response_object, usage_of
 from gateway.responses.store import ResponseStore, StoredResponse, owner_of
@@ -61,6 +64,7 @@ class Plan:
     history: list[dict[str, Any]] = field(default_factory=list)
     created_at: int = field(default_factory=lambda: int(time.time()))
     translator: StreamTranslator | None = None  # once a stream has started
+    ids: Callable[[str], str] = new_id  # its items' ids (references.item_ids)
 
 
 _PLAN: ContextVar[Plan] = ContextVar("responses_plan")
@@ -125,7 +129,10 @@ class ResponsesEndpoint(ProxyEndpoint):
         owner = owner_of(exchange.client, _authorization(headers)) if self.store else ""
         previous = approved.get("previous_response_id")
         history = [] if previous is None else await read_history(self.store, previous, owner)
-        items = input_items(approved.get("input"), ids=store)
+        response_id = new_id("resp")
+        ids = item_ids(response_id)
+        items = input_items(approved.get("input"), ids=store, make_id=ids)
+        items = await resolve_references(self.store, items, owner)
         role = instructions_role(self.state.policy, profile)
         chat = to_chat(approved, [*history, *items], first=len(history), instructions_role=role)
         if not chat["messages"]:
@@ -144,12 +151,13 @@ class ResponsesEndpoint(ProxyEndpoint):
         echo = {k: body[k] for k in GATEWAY_ONLY if k in body} | approved
         _PLAN.set(
             Plan(
-                response_id=new_id("resp"),
+                response_id=response_id,
                 request=echo,
                 owner=owner,
                 store=store,
                 items=items,
                 history=history,
+                ids=ids,
             )
         )
         sent = orjson.dumps(chat)
@@ -187,7 +195,9 @@ class ResponsesEndpoint(ProxyEndpoint):
         if not isinstance(chat, dict):
             raise UpstreamProtocolError("The engine's answer is not a JSON object.")
         exchange.usage = metered(chat.get("usage"))
-        output, status, incomplete = output_of(chat, new_id)
+        if wants_one_call(plan.request):
+            chat = first_call_only(chat)
+        output, status, incomplete = output_of(chat, plan.ids)
         answer = response_object(
             plan.response_id,
             plan.request,
@@ -224,11 +234,12 @@ class ResponsesEndpoint(ProxyEndpoint):
     async def _stream(
         self, plan: Plan, response: UpstreamResponse, responder: Responder, exchange: Exchange
     ) -> None:
-        translator = StreamTranslator(
+        one_call = wants_one_call(plan.request)
+        translator = (OneCallTranslator if one_call else StreamTranslator)(
             plan.response_id,
             plan.request,
             created_at=plan.created_at,
-            new_id=new_id,
+            new_id=plan.ids,
             stored=plan.store,
         )
         plan.translator = translator
