@@ -22,7 +22,9 @@ def first_call_only(chat: dict[str, Any]) -> dict[str, Any]:
     """A whole chat completion with its first choice's tool calls cut to the first."""
     for choice in chat.get("choices") or ():
         message = choice.get("message") if isinstance(choice, dict) else None
-        calls = message.get("tool_calls") if isinstance(message, dict) else None
+        if not isinstance(message, dict):
+            continue
+        calls = message.get("tool_calls")
         if isinstance(calls, list) and len(calls) > 1:
             message["tool_calls"] = calls[:1]
     return chat
@@ -39,7 +41,9 @@ class FirstCallFilter:
     def __call__(self, chunk: dict[str, Any]) -> dict[str, Any]:
         for choice in chunk.get("choices") or ():
             delta = choice.get("delta") if isinstance(choice, dict) else None
-            calls = delta.get("tool_calls") if isinstance(delta, dict) else None
+            if not isinstance(delta, dict):
+                continue
+            calls = delta.get("tool_calls")
             if not isinstance(calls, list):
                 continue
             kept = []

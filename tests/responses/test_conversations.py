@@ -45,7 +45,7 @@ async def test_two_turns_with_the_shipped_config_need_no_store_setting(
     assert settings.store.backend == "sqlite" and settings.store.path is None
     async with serve_gateway(settings) as served, sdk(served.url, api_key="sk-alice") as client:
         one = await client.responses.create(model=MODEL, input="Name a cat.")
-        assert one.store is True
+        assert one.model_dump()["store"] is True
         two = await client.responses.create(
             model=MODEL, input="Why that name?", previous_response_id=one.id
         )
@@ -125,7 +125,7 @@ async def test_item_reference_resolves_to_the_stored_item(fake_engine: FakeEngin
         with pytest.raises(openai.BadRequestError) as other_key:
             await bob.responses.create(model=MODEL, input=turn)
         assert other_key.value.param == "input[1].id"
-        assert said in other_key.value.message
+        assert f"'{said}'" in other_key.value.message
         unknown = "msg_" + "0" * 52
         with pytest.raises(openai.BadRequestError) as not_found:
             await alice.responses.create(
@@ -134,11 +134,10 @@ async def test_item_reference_resolves_to_the_stored_item(fake_engine: FakeEngin
         assert not_found.value.param == "input[1].id"
         assert f"'{unknown}' not found" in not_found.value.message
         unstored = await alice.responses.create(model=MODEL, input="Name a dog.", store=False)
-        assert unstored.store is False
+        assert unstored.model_dump()["store"] is False
+        reference: Any = [{"type": "item_reference", "id": unstored.output[0].id}]
         with pytest.raises(openai.BadRequestError) as not_kept:
-            await alice.responses.create(
-                model=MODEL, input=[{"type": "item_reference", "id": unstored.output[0].id}]
-            )
+            await alice.responses.create(model=MODEL, input=reference)
         assert not_kept.value.param == "input[0].id"
         assert "store: false" in not_kept.value.message
         # The store: false turn reached the engine; none of the refused ones did.

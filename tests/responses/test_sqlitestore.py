@@ -59,10 +59,14 @@ async def test_a_write_sweeps_a_bounded_number_of_expired_rows(tmp_path: Path) -
         db.executemany("INSERT INTO responses VALUES (?, ?, ?, ?)", rows)
         db.commit()
         await store.put(record("resp_new"))
-        (left,) = db.execute("SELECT count(*) FROM responses WHERE expires <= ?", (past,)).fetchone()
+        (left,) = db.execute(
+            "SELECT count(*) FROM responses WHERE expires <= ?", (past,)
+        ).fetchone()
         assert left == 5
         await store.put(record("resp_newer"))
-        (left,) = db.execute("SELECT count(*) FROM responses WHERE expires <= ?", (past,)).fetchone()
+        (left,) = db.execute(
+            "SELECT count(*) FROM responses WHERE expires <= ?", (past,)
+        ).fetchone()
         assert left == 0
         db.close()
         assert await store.get("resp_live", "a") is not None
