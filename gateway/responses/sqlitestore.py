@@ -77,6 +77,9 @@ class SqliteStore:
         db = sqlite3.connect(self.path, check_same_thread=False, timeout=BUSY_TIMEOUT)
         try:
             db.execute("PRAGMA journal_mode=WAL")
+            # No fsync per answer (Redis's own default is the same trade): a process that
+            # dies loses nothing; a host that loses power may lose the last few responses.
+            db.execute("PRAGMA synchronous=NORMAL")
             for statement in _SCHEMA:
                 db.execute(statement)
             db.commit()
