@@ -25,7 +25,7 @@ _HEX_DIGITS = frozenset("0123456789abcdef")
 
 def item_ids(response_id: str) -> Callable[[str], str]:
     """A maker of item ids (``prefix`` -> id) for the items of ``response_id``."""
-    digits = response_id.partition("_")[2]
+    digits = response_id[5:]  # after "resp_"
     counter = itertools.count()
 
     def new_item_id(prefix: str) -> str:
@@ -63,8 +63,11 @@ async def resolve_references(
     store: ResponseStore | None, items: list[dict[str, Any]], owner: str
 ) -> list[dict[str, Any]]:
     """``items`` with each ``item_reference`` replaced by the stored item it names."""
-    if not any(item.get("type") == "item_reference" for item in items):
-        return items
+    for item in items:
+        if item.get("type") == "item_reference":
+            break
+    else:
+        return items  # the common case: no reference, no work
     records: dict[str, StoredResponse | None] = {}
     out: list[dict[str, Any]] = []
     for index, item in enumerate(items):
