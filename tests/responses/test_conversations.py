@@ -62,7 +62,7 @@ async def test_two_turns_with_the_shipped_config_need_no_store_setting(
 
 
 async def test_two_workers_continue_each_others_conversations(
-    fake_engine: FakeEngine, tmp_path: Path
+    fake_engine: FakeEngine, tmp_path: Path, state_home: str
 ) -> None:
     config = {"upstream": {"url": fake_engine.url}}  # no store setting
     with anyio.fail_after(DEADLINE * 3):
@@ -87,6 +87,23 @@ async def test_two_workers_continue_each_others_conversations(
             finally:
                 for client in pinned.values():
                     await client.aclose()
+    assert (Path(state_home) / "ft-gateway" / "responses.sqlite3").is_file()
+
+
+async def test_the_store_path_flag_moves_the_file(
+    fake_engine: FakeEngine, tmp_path: Path, state_home: str
+) -> None:
+    config = {"upstream": {"url": fake_engine.url}}
+    with anyio.fail_after(DEADLINE * 2):
+        async with gateway_process(
+            "--store-path", str(tmp_path / "kept.db"), config=config, tmp=tmp_path
+        ) as process:
+            url, _ = await process.serving()
+            async with sdk(url) as client:
+                one = await client.responses.create(model=MODEL, input="Name a cat.")
+                assert (await client.responses.retrieve(one.id)).id == one.id
+    assert (tmp_path / "kept.db").is_file()
+    assert not (Path(state_home) / "ft-gateway").exists()
 
 
 async def test_item_reference_resolves_to_the_stored_item(fake_engine: FakeEngine) -> None:
