@@ -88,18 +88,24 @@ async def test_a_full_file_is_store_unavailable(tmp_path: Path) -> None:
         await store.aclose()
 
 
+@pytest.mark.parametrize("where", ["under a file", "on a read-only filesystem"])
 async def test_a_store_that_cannot_be_made_is_a_503_and_chat_still_works(
-    tmp_path: Path,
+    tmp_path: Path, where: str
 ) -> None:
-    blocker = tmp_path / "not-a-directory"
-    blocker.write_text("")
+    if where == "under a file":
+        blocker = tmp_path / "not-a-directory"
+        blocker.write_text("")
+        path = blocker / "responses.sqlite3"
+    else:
+        # procfs takes no new files, whoever asks (the tests may run as root, whom
+        # file modes do not stop).
+        path = Path("/proc") / "ft-gateway-responses.sqlite3"
     engine = MockEngine(lambda request: httpx.Response(200, json=completion("ok")))
-    settings = store_settings(backend="sqlite", path=str(blocker / "responses.sqlite3"))
-    app = create_app(settings, transport=engine.transport)
+    app = create_app(store_settings(backend="sqlite", path=str(path)), transport=engine.transport)
     async with asgi_client(app) as client:
         answer = await client.post(RESPONSES, json=responses_request())
         assert answer.status_code == 503
         error = answer.json()["error"]
         assert error["code"] == "store_unavailable"
-        assert str(blocker) in error["message"]
+        assert str(path) in error["message"]
         assert (await client.post(CHAT, json=chat())).status_code == 200
