@@ -6,6 +6,7 @@ keep the same files as fixtures (tests/fixtures/clients)."""
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ class ClientVerdict:
     refused: GatewayError | None
 
     def line(self) -> str:
-        head = f"{self.client} ({self.version.split(',')[0]})"
+        head = f"{self.client} ({re.split(r'[,(]', self.version)[0].strip()})"
         if self.refused is None:
             return f"  {head}: passes"
         return f"  {head}: refused at {self.refused.param}: {self.refused.message}"
