@@ -84,6 +84,13 @@ _REFUSED: dict[str, Rule] = {
     "conversation": {"action": "reject", "type": ["string", "object"]},
     "prompt": {"action": "reject", "type": "object"},
 }
+# In native mode the engine's own route reads these: refused unless neutral, as before
+# the gateway learnt to translate them (a native engine's handling is not probed).
+_NATIVE: dict[str, Rule] = {
+    "parallel_tool_calls": {"action": "reject", "type": "boolean", "neutral": [True]},
+    "reasoning": {"action": "reject", "type": "object", "neutral": [{}]},
+    "include": {"action": "reject", "type": "array", "neutral": [[]]},
+}
 _BOOKKEEPING = (
     "metadata",
     "client_metadata",
@@ -249,7 +256,7 @@ def _text_rule(honoured: bool) -> Rule:
     }
 
 
-def _input_rule() -> Rule:
+def _input_rule(*, native: bool = False) -> Rule:
     text_part = {
         "fields": {
             "text": {"action": "pass", "type": "string", "required": True},
@@ -304,24 +311,30 @@ def _input_rule() -> Rule:
                 },
                 # Replayed reasoning: left out of the chat request (chat engines take none
                 # back); an item_reference: resolved from the gateway's store.
-                "reasoning": {
-                    "fields": {
-                        **item,
-                        "status": {"action": "pass", "type": "string"},
-                        "summary": {"action": "pass", "type": "array"},
-                        "content": {"action": "pass", "type": "array"},
-                        "encrypted_content": {"action": "pass", "type": "string"},
-                    }
-                },
-                "item_reference": {
-                    "fields": {
-                        "type": {"action": "pass", "type": "string"},
-                        "id": {"action": "pass", "type": "string", "required": True},
-                    }
-                },
+                **({} if native else _TRANSLATED_ITEMS),
             },
         },
     }
+
+
+_TRANSLATED_ITEMS: dict[str, Rule] = {
+    "reasoning": {
+        "fields": {
+            "type": {"action": "pass", "type": "string"},
+            "id": {"action": "pass", "type": "string"},
+            "status": {"action": "pass", "type": "string"},
+            "summary": {"action": "pass", "type": "array"},
+            "content": {"action": "pass", "type": "array"},
+            "encrypted_content": {"action": "pass", "type": "string"},
+        }
+    },
+    "item_reference": {
+        "fields": {
+            "type": {"action": "pass", "type": "string"},
+            "id": {"action": "pass", "type": "string", "required": True},
+        }
+    },
+}
 
 
 def route_lines(found: ResponsesProbe, chat: Any, day: str) -> list[str]:
@@ -338,7 +351,7 @@ def route_lines(found: ResponsesProbe, chat: Any, day: str) -> list[str]:
     lines += entry_lines("model", {"action": "pass", "type": "string", "required": True}, indent)
     lines += entry_lines("instructions", {"action": "pass", "type": "string"}, indent)
     lines += comment("Messages with text parts; other items and parts are refused.", indent)
-    lines += entry_lines("input", _input_rule(), indent)
+    lines += entry_lines("input", _input_rule(native=found.native), indent)
     for name, chat_name in _FOLLOWS.items():
         spec = dict(PROBED[CHAT].get(chat_name, {"type": "integer", "minimum": 1}))
         native = found.verdict(name)
@@ -361,7 +374,7 @@ def route_lines(found: ResponsesProbe, chat: Any, day: str) -> list[str]:
     lines += comment("Tool calling is not probed: refused until verified.", indent)
     lines += entry_lines("tools", {"action": "reject", "type": "array", "neutral": [[]]}, indent)
     for name, rule in _REFUSED.items():
-        lines += entry_lines(name, rule, indent)
+        lines += entry_lines(name, _NATIVE.get(name, rule) if found.native else rule, indent)
     chained = found.verdict("previous_response_id")
     if found.native and chained is not None and chained.outcome != HONOURED:
         lines += comment(f"previous_response_id: {verdict_line(chained)}", indent)
