@@ -18,7 +18,7 @@ concurrently and the added latency is this plus whatever the engine's batch
 takes longer.
 
 Then the per-event cost of the stream merge: what a streamed chunk costs the
-single relay (``EventSplitter.feed``, which parses it to check it) and what
+single relay (``EventReader.feed``, which parses it to check it) and what
 fan-out adds (``StreamMerge.rewrite``: a second parse, the index and id
 rewritten, a dump).
 """
@@ -35,7 +35,7 @@ import orjson
 from bench.fake_engine import stream_events
 from bench.inprocess import BODY, PACED, Variant, compare_pairs, pair_options
 from bench.table import format_number, markdown
-from gateway.proxy.events import EventSplitter
+from gateway.proxy.events import EventReader
 from gateway.proxy.merge import StreamMerge
 
 
@@ -59,12 +59,12 @@ def variants(n: int) -> list[tuple[Variant, Variant]]:
 
 
 def rewrite_cost(*, number: int, rounds: int) -> tuple[float, float]:
-    """Median us per streamed chunk: (checked by the splitter, rewritten by the merge)."""
+    """Median us per streamed chunk: (checked by the reader, rewritten by the merge)."""
     event = stream_events()[1]
     check: list[float] = []
     rewrite: list[float] = []
     for _ in range(rounds):
-        splitter = EventSplitter()
+        splitter = EventReader()
         start = time.perf_counter()
         for _ in range(number):
             splitter.feed(event)

@@ -24,7 +24,7 @@ from typing import Any
 from bench.table import format_number, markdown
 from gateway._types import Headers
 from gateway.routing.config import Affinity
-from gateway.routing.hint import HINT, NO_HINT, Hint, Hinter
+from gateway.routing.hint import NO_HINT, Hint, Hinter
 from gateway.upstream.balancer import Balancer
 from gateway.upstream.base import UpstreamResponse
 
@@ -62,7 +62,7 @@ class _Instant:
     """A replica client that answers at once (so only the balancer is measured)."""
 
     async def request(
-        self, method: str, path: str, *, headers: Headers, body: bytes
+        self, method: str, path: str, *, headers: Headers, body: bytes, hint: Hint = NO_HINT
     ) -> UpstreamResponse:
         return _Answer()
 
@@ -135,13 +135,13 @@ async def request_costs(*, number: int, replicas: int, rounds: int = 5) -> dict[
     samples: dict[str, list[float]] = {name: [] for name in contenders}
     for _ in range(rounds):
         for name, (b, hint) in contenders.items():
-            HINT.set(hint)
             start = time.process_time()
             for _ in range(number):
-                response = await b.request("POST", "/v1/chat/completions", headers=[], body=b"")
+                response = await b.request(
+                    "POST", "/v1/chat/completions", headers=[], body=b"", hint=hint
+                )
                 await response.aclose()
             samples[name].append((time.process_time() - start) / number * 1e6)
-    HINT.set(NO_HINT)
     return {name: statistics.median(values) for name, values in samples.items()}
 
 

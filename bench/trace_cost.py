@@ -37,7 +37,9 @@ from starlette.applications import Starlette
 from bench.table import format_number, markdown
 from gateway._types import Headers, Message
 from gateway.app.factory import create_app
+from gateway.routing.hint import NO_HINT, Hint
 from gateway.settings import load_settings
+from gateway.upstream.engines import Engines
 
 ROOT = Path(__file__).resolve().parent.parent
 ROUTE = "/v1/chat/completions"
@@ -95,7 +97,9 @@ class _Response:
 class InProcessEngine:
     """An UpstreamClient that answers every request at once, as a stream if asked."""
 
-    async def request(self, method: str, path: str, *, headers: Headers, body: bytes) -> _Response:
+    async def request(
+        self, method: str, path: str, *, headers: Headers, body: bytes, hint: Hint = NO_HINT
+    ) -> _Response:
         return _Response(b'"stream":true' in body)
 
     async def aclose(self) -> None:
@@ -195,7 +199,7 @@ async def measure(
     async with contextlib.AsyncExitStack() as stack:
         for app, _ in apps.values():
             await stack.enter_async_context(app.router.lifespan_context(app))
-            app.state.gateway.upstream = InProcessEngine()
+            app.state.gateway.engines = Engines(InProcessEngine())
         for kind, payload in bodies.items():
             body = orjson.dumps(payload)
             for app, _ in apps.values():

@@ -16,6 +16,7 @@ from gateway.commands import check, explain, reload, schema
 from gateway.observe.logs import setup_logging
 from gateway.observe.startup import startup_record
 from gateway.probe import command as probe_command
+from gateway.routes import ROUTE_NAMES
 from gateway.serving.pidfile import PidfileBusy, serving_pidfile
 from gateway.serving.server import run_server
 from gateway.serving.workers import available_cpus, serve_workers
@@ -82,8 +83,9 @@ def _add_policy_commands(sub: Any) -> None:
     p.add_argument("--config", help="config file naming the policy")
     p.add_argument(
         "--route",
-        choices=["/v1/chat/completions", "/v1/completions", "/v1/responses"],
-        help="default: completions if the body has 'prompt' and no 'messages'",
+        choices=ROUTE_NAMES,
+        help="default: guessed from the body (completions for 'prompt', responses for 'input', "
+        "chat for 'messages')",
     )
     p.add_argument("--profile", help="apply this API-key profile's overlay")
     p.add_argument(

@@ -12,7 +12,7 @@ from gateway.observe.exchange import NullObserver, Observer, Tracer
 from gateway.policy.engine import Policy
 from gateway.routing.hint import Hinter
 from gateway.settings import Settings
-from gateway.upstream.base import UpstreamClient
+from gateway.upstream.engines import Engines
 
 
 @dataclass
@@ -27,7 +27,7 @@ class GatewayState:
     # Checks the client's credentials: returns (client name, policy profile) or
     # raises AuthenticationFailed. None: no keys configured.
     authenticate: Callable[[Headers], tuple[str | None, str | None]] | None = None
-    upstream: UpstreamClient = field(init=False)
+    engines: Engines = field(init=False)  # the upstream of each model (opened by the lifespan)
     drain: Drain = field(default_factory=Drain)
     tracer: Tracer | None = None  # None: tracing is off
     hinter: Hinter | None = None  # None: no routing hints (least in flight, no priorities)

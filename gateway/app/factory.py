@@ -21,6 +21,7 @@ from starlette.routing import Route
 
 from gateway.app.dispatch import DispatchingApp
 from gateway.app.health import Health
+from gateway.app.mount import make_route
 from gateway.app.reload import Reloader
 from gateway.app.reloadable import load_reloadable
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound, render
@@ -32,13 +33,16 @@ from gateway.observe.metricsport import MetricsExposure
 from gateway.policy.engine import Policy
 from gateway.proxy.endpoint import ProxyEndpoint
 from gateway.proxy.headers import request_id_of
-from gateway.responses.routes import responses_endpoint, stored_routes
+from gateway.proxy.openai import ModelsRoute
+from gateway.responses.routes import stored_routes
 from gateway.responses.store import make_store
+from gateway.routes import ROUTES
 from gateway.routing.hint import Hinter
 from gateway.settings import Settings
 from gateway.state import GatewayState
 from gateway.upstream.balancer import Balancer
 from gateway.upstream.discovery import discovering
+from gateway.upstream.engines import Engines
 from gateway.upstream.factory import make_upstream
 
 if TYPE_CHECKING:
@@ -67,14 +71,8 @@ async def _http_error(request: Request, exc: Exception) -> Response:
         error = MethodNotAllowed(f"Method not allowed {where}.")
     # Logged and counted like any answer: an operator sees clients calling a route
     # the gateway lacks.
-    request_id = request_id_of(request.scope["headers"])
-    exchange = Exchange(
-        method=request.method,
-        path=request.url.path,
-        route=UNSERVED,
-        request_id=request_id.decode(),
-        policed=False,
-    )
+    request_id = request_id_of(request.scope["headers"]).decode()
+    exchange = Exchange(request.method, request.url.path, UNSERVED, request_id, policed=False)
     observer = request.app.state.gateway.observer
     observer.started(exchange)
     response = error_response(error)
@@ -149,20 +147,21 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        state.upstream = make_upstream(settings, transport=transport)
-        if isinstance(state.upstream, Balancer):
-            metrics.tallies.routing = state.upstream.tallies
-            metrics.routing_gauges = state.upstream.gauges
+        state.engines = engines = Engines(make_upstream(settings, transport=transport))
+        for pool in engines.pools():
+            if isinstance(pool, Balancer):
+                metrics.tallies.routing = pool.tallies
+                metrics.routing_gauges = pool.gauges
         try:
             async with (
                 reloader.running(watch=settings.watch_policy),
                 exposure.serving(),
-                discovering(state.upstream, settings.upstream.dns),
+                discovering(engines.upstream_for(None), settings.upstream.dns),
             ):
                 yield
         finally:
             try:
-                await state.upstream.aclose()
+                await engines.aclose()
                 if store is not None:
                     await store.aclose()
                 if state.limiter is not None:
@@ -174,11 +173,10 @@ def create_app(
                     await asyncio.to_thread(state.tracer.shutdown, bound)
 
     proxied = {
-        ("POST", "/v1/chat/completions"): ProxyEndpoint(state, route="/v1/chat/completions"),
-        ("POST", "/v1/completions"): ProxyEndpoint(state, route="/v1/completions"),
-        ("POST", "/v1/responses"): responses_endpoint(state, store),
-        ("GET", "/v1/models"): ProxyEndpoint(state, route=None),
+        ("POST", path): ProxyEndpoint(state, make_route(state, path, store=store))
+        for path in ROUTES
     }
+    proxied["GET", "/v1/models"] = ProxyEndpoint(state, ModelsRoute(state))
     routes = [Route(path, endpoint, methods=[m]) for (m, path), endpoint in proxied.items()]
     routes += [
         *stored_routes(state, store),

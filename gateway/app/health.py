@@ -56,7 +56,8 @@ class Health:
                 body["reason"] = "rate limits: the store is down and on_failure is fail_closed"
                 return JSONResponse(body, status_code=503)
         try:
-            response = await state.upstream.request("GET", "/v1/models", headers=[], body=b"")
+            upstream = state.engines.upstream_for(None)
+            response = await upstream.request("GET", "/v1/models", headers=[], body=b"")
             await response.aclose()
             if response.status >= 500:
                 raise RuntimeError(f"engine answered HTTP {response.status}")

@@ -15,6 +15,7 @@ from typing import Any
 
 import orjson
 
+from gateway import routes
 from gateway.access.keys import load_keyring
 from gateway.commands.check import display_path
 from gateway.errors import GatewayError, render
@@ -62,17 +63,11 @@ class Explanation:
 
 
 def guess_route(raw: bytes) -> str:
-    """The route a request body is meant for: completions if it has a prompt and no
-    messages, responses if it has an input and no messages, else chat."""
+    """The route a request body is meant for (the routes' table decides, by its fields)."""
     try:
-        data = orjson.loads(raw)
+        return routes.guess_route(orjson.loads(raw))
     except orjson.JSONDecodeError:
-        return "/v1/chat/completions"
-    if isinstance(data, dict) and "prompt" in data and "messages" not in data:
-        return "/v1/completions"
-    if isinstance(data, dict) and "input" in data and "messages" not in data:
-        return "/v1/responses"
-    return "/v1/chat/completions"
+        return routes.CHAT
 
 
 def explain_request(
@@ -164,6 +159,7 @@ def run(args: argparse.Namespace) -> int:
                 body_bytes=len(raw),
                 default_max_tokens=config.default_max_tokens,
                 n=result.fanout,
+                fields=routes.ROUTES[result.route].max_tokens,
             )
     if args.json:
         sys.stdout.write(json.dumps(result.as_dict(), indent=2) + "\n")

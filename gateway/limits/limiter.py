@@ -79,15 +79,23 @@ class StoreHealth:
     bypassed: int = 0  # decisions taken without the store (fail_open / fail_closed)
 
 
-def reservation(body: dict[str, Any], *, body_bytes: int, default_max_tokens: int, n: int) -> int:
+def reservation(
+    body: dict[str, Any],
+    *,
+    body_bytes: int,
+    default_max_tokens: int,
+    n: int,
+    fields: tuple[str, ...] = ("max_tokens", "max_completion_tokens"),
+) -> int:
     """The most tokens a request can use, as far as the gateway can tell before the
-    engine answers: the prompt estimated from the body's size, plus ``max_tokens``
-    (or ``default_max_tokens``) for each of the ``n`` choices."""
-    limit = body.get("max_tokens")
-    if type(limit) is not int or limit < 1:
-        limit = body.get("max_completion_tokens")
-        if type(limit) is not int or limit < 1:
-            limit = default_max_tokens
+    engine answers: the prompt estimated from the body's size, plus the first of the
+    route's limit ``fields`` set (or ``default_max_tokens``) for each of the ``n`` choices."""
+    limit = default_max_tokens
+    for name in fields:
+        value = body.get(name)
+        if type(value) is int and value >= 1:
+            limit = value
+            break
     asked = body.get("n")
     choices = n if n > 1 else (asked if type(asked) is int and asked > 1 else 1)
     return math.ceil(body_bytes / BYTES_PER_TOKEN) + limit * choices

@@ -1,40 +1,38 @@
 """One proxied request as the operator sees it, and the observers that record it.
 
-The proxy fills an Exchange as the request goes (policy outcomes, engine status,
-time to first byte, bytes sent) and hands it to the Observer when it ends:
-metrics and the access log are Observers. Nothing here touches request bodies.
+The Exchange is the record of a request's Call (proxy/call.py): the call writes
+it as the request goes (policy outcomes, engine status, time to first byte,
+usage) and hands it, finished, to the Observer when it ends: metrics, the
+access log and tracing are Observers, and they read what it holds, computing
+nothing twice (``verdict``). Nothing here touches request bodies.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from gateway._types import Headers
 from gateway.errors import GatewayError
 from gateway.limits.meter import Usage
-from gateway.policy.engine import Outcome
+from gateway.policy.engine import REJECTED, Outcome
 
 # The route label of a request to a path the gateway does not serve (one label for
 # all: the paths are the client's to choose, so they are never labels themselves).
 UNSERVED = "(unserved)"
 
 
-@dataclass(slots=True)
 class Exchange:
-    """What happened to one request."""
+    """What happened to one request: its record."""
 
-    method: str
-    path: str
-    route: str | None
-    request_id: str
-    started: float = field(default_factory=time.perf_counter)
+    # What a request may never set keeps its class default: a record is built per
+    # request, and setting only what it has costs a quarter of a dataclass's __init__.
     model: str | None = None
     client: str | None = None  # the API key's name, when keys are on
     stream: bool = False
     status: int = 0
-    outcomes: list[Outcome] = field(default_factory=list)
+    outcomes: Sequence[Outcome] = ()
     error_code: str | None = None
     upstream_status: int | None = None
     upstream_replica: str | None = None  # the engine replica that answered
@@ -46,18 +44,72 @@ class Exchange:
     policed: bool = True  # False: a route the policy has no say in (a 404, a stored response)
     usage: Usage | None = None  # the tokens the engine reported
     rate_limited: str | None = None  # the limit that refused the request (429)
+    engine_error: bool = False  # the error the client got is the engine's own answer
+    _verdict: str | None = None
+
+    def __init__(
+        self,
+        method: str,
+        path: str,
+        route: str | None,
+        request_id: str,
+        *,
+        started: float | None = None,
+        **fields: Any,
+    ) -> None:
+        self.method = method
+        self.path = path
+        self.route = route
+        self.request_id = request_id
+        self.started = time.perf_counter() if started is None else started
+        if not fields:
+            return
+        for name, value in fields.items():
+            if name not in _FIELDS:
+                raise TypeError(f"Exchange has no field {name!r}")
+            setattr(self, name, value)
+
+    def __repr__(self) -> str:
+        return f"Exchange({self.method} {self.path} {self.status} {self.request_id})"
 
     def failed(self, exc: GatewayError) -> None:
         """Record an error the client was told about (as a status or, mid-stream, an event)."""
         self.error_code = exc.code
 
+    def relayed_error(self, error: dict[str, Any]) -> None:
+        """Record the engine's error answer the client got (normalised): its code, or
+        its type where it has none."""
+        self.error_code = error.get("code") or error.get("type")
+        self.engine_error = True
+
+    @property
+    def verdict(self) -> str | None:
+        """What the policy did to this request, in one word: ``rejected``, ``changed``
+        (any action but neutral) or ``passed``; worked out once, for the access log, the
+        metrics and the trace alike; None where no policy applies (a 404, a stored
+        response)."""
+        found = self._verdict
+        if found is None and self.route is not None and self.policed:
+            found = "passed"
+            for outcome in self.outcomes:
+                if outcome.action == REJECTED:
+                    found = "rejected"
+                    break
+                if outcome.action != "neutral":
+                    found = "changed"
+            self._verdict = found
+        return found
+
+
+_FIELDS = frozenset(name for name in Exchange.__annotations__ if not name.startswith("_"))
+
 
 class TraceHooks(Protocol):
     """One request's trace, told what the answer said (observe/tracing.py's Trace)."""
 
-    def answer(self, data: bytes) -> None: ...
+    def answer(self, body: Any) -> None: ...
 
-    def events(self, events: bytes) -> None: ...
+    def chunks(self, chunks: list[Any]) -> None: ...
 
 
 class Observer(Protocol):

@@ -28,7 +28,6 @@ from typing import Any, BinaryIO, Literal
 import orjson
 
 from gateway.observe.exchange import Exchange
-from gateway.policy.engine import REJECTED
 
 LogFormat = Literal["json", "text"]
 _LINE = orjson.OPT_APPEND_NEWLINE
@@ -80,16 +79,12 @@ def format_text(ts: str, head: str, data: dict[str, Any]) -> str:
 def request_record(exchange: Exchange, now: float) -> dict[str, Any]:
     """The access-log fields of a finished exchange (no body, no header, no key)."""
     touched: dict[str, str] = {}
-    policy: str | None = None
-    if exchange.route is not None and exchange.policed:
-        policy = "passed"
+    policy = exchange.verdict
+    if policy is not None:
         for outcome in exchange.outcomes:
-            if outcome.action == REJECTED:
-                policy = "rejected"
-            elif policy == "passed" and outcome.action != "neutral":
-                policy = "changed"
-            if len(touched) < MAX_FIELDS:
-                touched[outcome.field[:MAX_NAME]] = outcome.action
+            if len(touched) >= MAX_FIELDS:
+                break
+            touched[outcome.field[:MAX_NAME]] = outcome.action
     started = exchange.upstream_started
     first = exchange.first_byte
     usage = exchange.usage

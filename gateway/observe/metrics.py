@@ -195,7 +195,7 @@ class Metrics:
             if ttfb is None:
                 ttfb = t.ttfb[route] = Histogram()
             ttfb.observe(exchange.first_byte - started)
-        kind = exchange.error_code
+        kind = None if exchange.engine_error else exchange.error_code
         if kind is None or kind not in UPSTREAM_CODES:
             kind = "engine_5xx" if (exchange.upstream_status or 0) >= 500 else None
         if kind is not None:

@@ -37,13 +37,10 @@ from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapProp
 from gateway import __version__
 from gateway._types import Headers
 from gateway.observe.exchange import Exchange, TraceHooks
+from gateway.routes import ROUTES
 from gateway.settings import Tracing as TracingSettings
 
-OPERATIONS = {
-    "/v1/chat/completions": "chat",
-    "/v1/completions": "text_completion",
-    "/v1/responses": "chat",  # the GenAI conventions name no separate operation for it
-}
+OPERATIONS = {row.path: row.operation for row in ROUTES.values()}
 # Request fields -> GenAI attribute names (gen_ai.request.*), when the client set them.
 REQUEST_FIELDS = {
     "temperature": "gen_ai.request.temperature",
@@ -91,8 +88,6 @@ class Trace:
         "base_perf",
         "response_model",
         "response_id",
-        "input_tokens",
-        "output_tokens",
         "finish_reasons",
         "output",
         "attributes",
@@ -111,8 +106,6 @@ class Trace:
         self.base_perf = base_perf
         self.response_model: str | None = None
         self.response_id: str | None = None
-        self.input_tokens: int | None = None
-        self.output_tokens: int | None = None
         self.finish_reasons: dict[int, str] = {}
         self.output: dict[int, list[str]] = {}
         self.attributes: dict[str, Any] = {}  # the gateway span's, set once at its end
@@ -125,30 +118,17 @@ class Trace:
         """Now, as ``ns`` gives it."""
         return self.ns(time.perf_counter())
 
-    def answer(self, data: bytes) -> None:
-        """Read a whole JSON answer (only when this trace records)."""
-        if not self.recording:
-            return
-        try:
-            body = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            return
-        if isinstance(body, dict):
+    def answer(self, body: Any) -> None:
+        """Read a whole answer, parsed (only when this trace records)."""
+        if self.recording and isinstance(body, dict):
             self._read(body, stream=False)
 
-    def events(self, events: bytes) -> None:
-        """Read whole SSE events of a stream (only when this trace records)."""
+    def chunks(self, chunks: list[Any]) -> None:
+        """Read a stream's chunks, parsed (only when this trace records)."""
         if not self.recording:
             return
-        for line in events.split(b"\n"):
-            if not line.startswith(b"data: {"):
-                continue
-            try:
-                body = orjson.loads(line[6:])
-            except orjson.JSONDecodeError:
-                continue
-            if isinstance(body, dict):
-                self._read(body, stream=True)
+        for body in chunks:
+            self._read(body, stream=True)
 
     def _read(self, body: dict[str, Any], *, stream: bool) -> None:
         model, rid = body.get("model"), body.get("id")
@@ -156,13 +136,6 @@ class Trace:
             self.response_model = model
         if isinstance(rid, str):
             self.response_id = rid
-        usage = body.get("usage")
-        if isinstance(usage, dict):
-            prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-            if isinstance(prompt, int):
-                self.input_tokens = prompt
-            if isinstance(completion, int):
-                self.output_tokens = completion
         choices = body.get("choices")
         if not isinstance(choices, list):
             return
@@ -352,16 +325,13 @@ class Tracing:
         # Attributes set at once: the SDK takes a lock per set_attribute call.
         attributes = trace_.attributes
         _request_attributes(attributes, exchange)
-        answer = _answer_attributes(trace_)
+        answer = _answer_attributes(trace_, exchange)
         attributes.update(answer)
-        verdict: str | None = None
         if exchange.outcomes:
-            verdict = _verdict(exchange)
             attributes["ft_gateway.policy.fields"] = [
                 f"{o.field[:MAX_NAME]}:{o.action}" for o in exchange.outcomes[:MAX_FIELDS]
             ]
-        elif exchange.route is not None:
-            verdict = "passed"
+        verdict = exchange.verdict
         if verdict is not None:
             attributes["ft_gateway.policy.verdict"] = verdict
             at = exchange.upstream_started
@@ -409,16 +379,6 @@ class Tracing:
         self.provider.shutdown()
 
 
-def _verdict(exchange: Exchange) -> str:
-    """The access log's ``policy``: rejected, changed (any action but neutral), passed."""
-    actions = {o.action for o in exchange.outcomes}
-    if "rejected" in actions:
-        return "rejected"
-    if actions - {"neutral"}:
-        return "changed"
-    return "passed"
-
-
 def _request_attributes(attributes: dict[str, Any], exchange: Exchange) -> None:
     operation = OPERATIONS.get(exchange.route or "")
     if operation is not None:
@@ -440,17 +400,18 @@ def _request_attributes(attributes: dict[str, Any], exchange: Exchange) -> None:
         attributes["ft_gateway.upstream.replica"] = exchange.upstream_replica
 
 
-def _answer_attributes(trace_: Trace) -> dict[str, Any]:
-    """What the answer said, for the gateway span and the engine span alike."""
+def _answer_attributes(trace_: Trace, exchange: Exchange) -> dict[str, Any]:
+    """What the answer said, for the gateway span and the engine span alike (the usage
+    as the request's record holds it: read once, by the route)."""
     out: dict[str, Any] = {}
     if trace_.response_model is not None:
         out["gen_ai.response.model"] = trace_.response_model
     if trace_.response_id is not None:
         out["gen_ai.response.id"] = trace_.response_id
-    if trace_.input_tokens is not None:
-        out["gen_ai.usage.input_tokens"] = trace_.input_tokens
-    if trace_.output_tokens is not None:
-        out["gen_ai.usage.output_tokens"] = trace_.output_tokens
+    usage = exchange.usage
+    if usage is not None:
+        out["gen_ai.usage.input_tokens"] = usage.prompt
+        out["gen_ai.usage.output_tokens"] = usage.completion
     if trace_.finish_reasons:
         reasons = [trace_.finish_reasons[i] for i in sorted(trace_.finish_reasons)]
         out["gen_ai.response.finish_reasons"] = reasons

@@ -29,11 +29,16 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gateway.policy.values import ValueSpec, json_equal
+from gateway.routes import ROUTE_NAMES as ROUTES
 
 Action = Literal["pass", "reject", "strip", "rename", "default", "fanout"]
 UnknownAction = Literal["reject", "strip", "pass"]
-ROUTES = ("/v1/chat/completions", "/v1/completions", "/v1/responses")
-RouteName = Literal["/v1/chat/completions", "/v1/completions", "/v1/responses"]
+if TYPE_CHECKING:
+    RouteName = str
+else:
+    # The routes' table, as a Literal: the schema's enum and the loader's "Input should
+    # be ..." message name every route there is.
+    RouteName = Literal[ROUTES]
 SCHEMA_ID = "https://ft-gateway.dev/schema/policy-v1.json"
 
 _UNSET: Any = object()

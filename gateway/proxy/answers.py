@@ -11,11 +11,13 @@ parse error instead of an API error.
 
 from __future__ import annotations
 
+from typing import Any
+
 import orjson
 
 from gateway._types import Headers
 from gateway.errors import UpstreamProtocolError
-from gateway.proxy.engineerrors import normalise_error_body
+from gateway.proxy.engineerrors import normalise_error
 
 _JSON = b"application/json"
 
@@ -52,22 +54,12 @@ def check_head(status: int, headers: Headers, *, stream: bool) -> bool:
     return False
 
 
-def check_json_body(data: bytes) -> None:
-    """UpstreamProtocolError unless ``data`` is one JSON value."""
-    try:
-        orjson.loads(data)
-    except orjson.JSONDecodeError:
-        raise UpstreamProtocolError("The engine's answer is not valid JSON.") from None
-
-
-def whole_answer(status: int, headers: Headers, data: bytes) -> tuple[Headers, bytes]:
-    """The headers and body the client gets for an engine's whole (non-stream) answer
-    with ``headers`` (those it may get): an error normalised, a 2xx checked to be JSON."""
-    if status >= 400:
-        data = normalise_error_body(status, data)
-        headers = [(n, v) for n, v in headers if n != b"content-type"]
-        headers.append((b"content-type", _JSON))
-    else:
-        check_json_body(data)
+def error_answer(status: int, headers: Headers, data: bytes) -> tuple[Headers, bytes, Any]:
+    """The headers and body the client gets for an engine's error answer (status >= 400)
+    with ``headers`` (those it may get), normalised, and the inner error it holds."""
+    error = normalise_error(status, data)
+    data = orjson.dumps({"error": error})
+    headers = [(n, v) for n, v in headers if n != b"content-type"]
+    headers.append((b"content-type", _JSON))
     headers.append((b"content-length", str(len(data)).encode()))
-    return headers, data
+    return headers, data, error

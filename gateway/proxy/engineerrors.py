@@ -37,10 +37,6 @@ _INTERNALS = re.compile(
 )
 
 
-def _generic(status: int) -> dict[str, Any]:
-    return {"error": _generic_inner(status)}
-
-
 def _generic_inner(status: int) -> dict[str, Any]:
     return {
         "message": f"The engine failed to process the request (HTTP {status}).",
@@ -50,17 +46,17 @@ def _generic_inner(status: int) -> dict[str, Any]:
     }
 
 
-def normalise_error_body(status: int, body: bytes) -> bytes:
-    """An OpenAI-shaped error body for an engine error answer (status >= 400)."""
+def normalise_error(status: int, body: bytes) -> dict[str, Any]:
+    """OpenAI's inner error object for an engine error answer (status >= 400)."""
     if status >= 500:
-        return orjson.dumps(_generic(status))
+        return _generic_inner(status)
     try:
         data = orjson.loads(body)
     except orjson.JSONDecodeError:
         data = None
     if not isinstance(data, dict):
-        return orjson.dumps(_generic(status))
-    return orjson.dumps({"error": engine_error_object(data, status=status)})
+        return _generic_inner(status)
+    return engine_error_object(data, status=status)
 
 
 def engine_error_object(data: dict[str, Any], *, status: int | None) -> dict[str, Any]:

@@ -1,16 +1,19 @@
 """``n`` served by fan-out: n engine requests for one client request, merged.
 
 The policy action ``fanout`` (``n: {action: fanout, maximum: 8}``) takes ``n``
-out of the body; the endpoint then calls ``FanOut.answer`` inside its one
-frame (the client watcher, the Cutoff, the drain). The n requests go out at
-once, each on its own through the upstream client, so a Balancer spreads them
-over the replicas; the engine's id for each is the client's request id with
-``-<i>`` appended. Before the client's response starts, every answer's head
-must be in: the first failure (in index order among those seen) ends the
-fan-out, the others are closed, and the client gets exactly what a single
-request failing so would get (a status). After it starts, the n streams are
-relayed as their events arrive, rewritten by merge.py; any one failing ends
-the whole answer with an error event and closes the others.
+out of the body; the endpoint then asks ``FanOut.start`` for the engine's
+answer instead of the upstream client, inside its one frame (the client
+watcher, the Cutoff, the drain). The n requests go out at once, each on its
+own through the upstream client, so a Balancer spreads them over the replicas;
+the engine's id for each is the client's request id with ``-<i>`` appended.
+Every answer's head must be in before the client's response starts: the first
+failure (in index order among those seen) is the answer, the others are
+closed, and the client gets exactly what a single request failing so would get
+(a status). Otherwise the answer is one engine answer made of n: the merged
+JSON (merge.py), or one stream of the n streams' events, rewritten as they
+arrive; it goes to the client as any engine answer does, through the route and
+the one relay loop, so fan-out composes with any route. One stream failing
+ends the merged stream with that failure, which the route frames.
 
 Seeds: ``derive_seed``. Without a ``seed`` every request goes without one
 (the engine draws its own, so the choices differ); with one, choice 0 keeps
@@ -21,23 +24,19 @@ the client's seed (so it is the answer ``n: 1`` gives) and choice i > 0 gets
 from __future__ import annotations
 
 import asyncio
-import time
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
 from gateway._types import Headers
-from gateway.cutoff import Cutoff
-from gateway.errors import GatewayError, UpstreamError
-from gateway.limits.meter import answer_usage, total_usage, usage_of
-from gateway.observe.exchange import Exchange
-from gateway.proxy.answers import check_head, whole_answer
-from gateway.proxy.events import EventSplitter
+from gateway.limits.meter import Usage, answer_usage, total_usage, usage_of
+from gateway.proxy.answers import check_head
+from gateway.proxy.call import Call
+from gateway.proxy.events import EventReader
 from gateway.proxy.headers import DROP_DOWNSTREAM, choice_headers, filter_headers
 from gateway.proxy.merge import StreamMerge, merge_answers
-from gateway.proxy.relay import error_end, stream_cut_short, stream_too_large
-from gateway.proxy.responder import Responder
 from gateway.settings import Limits
 from gateway.upstream.base import UpstreamClient, UpstreamResponse
 
@@ -99,56 +98,56 @@ class _Head:
     data: bytes | None
 
 
+_Queue = asyncio.Queue[tuple[int, bytes | None, Exception | None]]
+
+
+class _Answer:
+    """The n engine answers as one (an UpstreamResponse): a whole body or a stream."""
+
+    def __init__(self, fanout: FanOut, head: _Head, *, data: bytes | None = None) -> None:
+        self.fanout = fanout
+        self.status = head.response.status
+        self.headers = head.headers
+        self.replica: str | None = getattr(head.response, "replica", None)
+        self._data = data if data is not None else head.data
+
+    def chunks(self) -> AsyncIterator[bytes]:
+        return self.fanout.merged()
+
+    async def read(self, limit: int) -> bytes:
+        return self._data or b""  # each answer was read within the limit
+
+    async def aclose(self) -> None:
+        await self.fanout.close()
+
+
 class FanOut:
     """One client request answered by n engine requests."""
 
-    def __init__(
-        self,
-        upstream: UpstreamClient,
-        *,
-        limits: Limits,
-        responder: Responder,
-        exchange: Exchange,
-        cutoff: Cutoff,
-    ) -> None:
+    def __init__(self, upstream: UpstreamClient, call: Call, *, limits: Limits) -> None:
         self.upstream = upstream
+        self.call = call
         self.limits = limits
-        self.responder = responder
-        self.exchange = exchange
-        self.cutoff = cutoff
+        self.usage: Usage | None = None  # every engine request's, summed
+        self._heads: list[_Head] = []
         self._starts: list[asyncio.Task[_Head]] = []
         self._readers: list[asyncio.Task[None]] = []
 
-    async def answer(
-        self,
-        method: str,
-        path: str,
-        *,
-        headers: Headers,
-        bodies: list[bytes],
-        include_usage: bool,
-        hide_usage: bool = False,
-    ) -> None:
-        """Send the n requests (``bodies`` is emptied once they are out) and answer the
-        client; every engine response is closed when this returns or is cancelled (the
-        client left, the drain expired)."""
+    async def start(
+        self, method: str, path: str, *, headers: Headers, bodies: list[bytes]
+    ) -> UpstreamResponse:
+        """Send the n requests (``bodies`` is emptied once they are out) and give back
+        their answer as one; every engine response is closed by its ``aclose``, or here
+        if this fails or is cancelled (the client left, the drain expired)."""
         try:
-            heads = await self._start_all(method, path, headers, bodies)
-            if heads is None:
-                return
-            if heads[0].data is None:
-                await self._relay(heads, include_usage=include_usage, hide_usage=hide_usage)
-            else:
-                await self._merge(heads)
-        finally:
-            self.cutoff.disarm()
-            await self._close()
+            return await self._start_all(method, path, headers, bodies)
+        except BaseException:
+            await self.close()
+            raise
 
     async def _start_all(
         self, method: str, path: str, headers: Headers, bodies: list[bytes]
-    ) -> list[_Head] | None:
-        """Every answer's head (and whole body unless streaming); None if a failure
-        was answered already; raises an UpstreamError to be answered as a status."""
+    ) -> _Answer:
         loop = asyncio.get_running_loop()
         for i, body in enumerate(bodies):
             start = self._start(method, path, headers=choice_headers(headers, i), body=body)
@@ -164,22 +163,22 @@ class FanOut:
                 error = task.exception()
                 if error is not None:
                     raise error
-                head = task.result()
-                await self._answer_whole(head.response.status, head.headers, head.data or b"")
-                return None
-        heads = [task.result() for task in self._starts]
-        self.exchange.upstream_status = heads[0].response.status
-        self.exchange.upstream_replica = getattr(
-            heads[0].response, "replica", self.exchange.upstream_replica
-        )
-        return heads
+                return _Answer(self, task.result())
+        heads = self._heads = [task.result() for task in self._starts]
+        if heads[0].data is None:
+            return _Answer(self, heads[0])
+        answers = [head.data or b"" for head in heads]
+        self.usage = total_usage([answer_usage(a) for a in answers])
+        return _Answer(self, heads[0], data=merge_answers(answers))
 
     async def _start(self, method: str, path: str, *, headers: Headers, body: bytes) -> _Head:
-        response = await self.upstream.request(method, path, headers=headers, body=body)
+        response = await self.upstream.request(
+            method, path, headers=headers, body=body, hint=self.call.hint
+        )
         del body, headers
         try:
             out = filter_headers(response.headers, DROP_DOWNSTREAM)
-            if check_head(response.status, out, stream=self.exchange.stream):
+            if check_head(response.status, out, stream=self.call.record.stream):
                 return _Head(response, out, None)
             data = await response.read(self.limits.max_response_bytes)
         except BaseException:
@@ -187,105 +186,50 @@ class FanOut:
             raise
         return _Head(response, out, data)
 
-    async def _answer_whole(self, status: int, headers: Headers, data: bytes) -> None:
-        self.exchange.upstream_status = status
-        self.exchange.first_byte = time.perf_counter()
-        if self.exchange.trace is not None and status < 400:
-            self.exchange.trace.answer(data)
-        headers, data = whole_answer(status, headers, data)
-        await self.responder.start(status, headers)
-        await self.responder.body(data)
-
-    async def _merge(self, heads: list[_Head]) -> None:
-        answers = [head.data or b"" for head in heads]
-        self.exchange.usage = total_usage([answer_usage(a) for a in answers])
-        data = merge_answers(answers)
-        await self._answer_whole(heads[0].response.status, heads[0].headers, data)
-
-    async def _relay(self, heads: list[_Head], *, include_usage: bool, hide_usage: bool) -> None:
-        n = len(heads)
-        queue: asyncio.Queue[tuple[int, bytes | None, Exception | None]] = asyncio.Queue(n)
+    async def merged(self) -> AsyncIterator[bytes]:
+        """The n streams' events as one engine stream, as they come; it stops early
+        where a stream ends before its ``[DONE]`` (the relay calls that cut short) and
+        raises the failure of a stream that breaks."""
+        n = len(self._heads)
+        queue: _Queue = asyncio.Queue(n)
         loop = asyncio.get_running_loop()
-        headers = heads[0].headers
-        headers.append((b"cache-control", b"no-cache"))
-        headers.append((b"x-accel-buffering", b"no"))
-        await self.responder.start(heads[0].response.status, headers)
-        for i, head in enumerate(heads):
+        for i, head in enumerate(self._heads):
             self._readers.append(loop.create_task(_read(i, head.response, queue)))
+        readers = [EventReader() for _ in range(n)]
+        call = self.call
+        merge = StreamMerge(n, include_usage=call.include_usage, hide_usage=call.hide)
+        ended = finished = 0
         try:
-            failure = await self._merge_streams(
-                queue, n, include_usage=include_usage, hide_usage=hide_usage
-            )
-            if failure is not None:
-                self.exchange.failed(failure)
-                await self.responder.body(error_end(failure), more=True)
-            await self.responder.body(b"")
-        except OSError:
-            # The client hung up; ``answer`` closes the engine's responses.
-            self.exchange.client_disconnected = True
-
-    async def _merge_streams(
-        self,
-        queue: asyncio.Queue[tuple[int, bytes | None, Exception | None]],
-        n: int,
-        *,
-        include_usage: bool,
-        hide_usage: bool,
-    ) -> GatewayError | None:
-        """Relay the n streams' events as they come; the failure that ends them, if any."""
-        splitters = [EventSplitter() for _ in range(n)]
-        merge = StreamMerge(n, include_usage=include_usage, hide_usage=hide_usage)
-        try:
-            return await self._merged(queue, splitters, merge)
+            while ended < n:
+                index, chunk, error = await queue.get()
+                reader = readers[index]
+                if chunk is None:
+                    ended += 1
+                    if reader.done:
+                        continue  # a failure after [DONE] loses nothing
+                    if error is None:
+                        return
+                    raise error
+                if reader.done:
+                    continue  # read to the end so the connection can be reused
+                events, _, failure = reader.feed(chunk)
+                if events:
+                    out = merge.rewrite(index, events)
+                    if out:
+                        yield out
+                if failure is not None:
+                    raise failure
+                if reader.done:
+                    finished += 1
+                    if finished == n:
+                        yield merge.end()
         finally:
-            self.exchange.usage = total_usage([usage_of(u) for u in merge.usages])
+            self.usage = total_usage([usage_of(u) for u in merge.usages])
 
-    async def _merged(
-        self,
-        queue: asyncio.Queue[tuple[int, bytes | None, Exception | None]],
-        splitters: list[EventSplitter],
-        merge: StreamMerge,
-    ) -> GatewayError | None:
-        n = len(splitters)
-        limit = self.limits.max_stream_bytes
-        size = ended = finished = 0
-        while ended < n:
-            index, chunk, error = await queue.get()
-            splitter = splitters[index]
-            if chunk is None:
-                ended += 1
-                if splitter.done:
-                    continue  # a failure after [DONE] loses nothing
-                if error is None:
-                    return stream_cut_short()
-                if isinstance(error, UpstreamError):
-                    return error
-                raise error
-            if splitter.done:
-                continue  # read to the end so the connection can be reused
-            size += len(chunk)
-            if size > limit:
-                return stream_too_large(limit)
-            events, failure = splitter.feed(chunk)
-            if events:
-                out = merge.rewrite(index, events)
-                if out:
-                    if self.exchange.first_byte is None:
-                        self.exchange.first_byte = time.perf_counter()
-                    if self.exchange.trace is not None:
-                        self.exchange.trace.events(out)
-                    await self.responder.body(out, more=True)
-            if failure is not None:
-                return failure
-            if splitter.done:
-                finished += 1
-                if finished == n:
-                    await self.responder.body(merge.end(), more=True)
-        return None
-
-    async def _close(self) -> None:
+    async def close(self) -> None:
         """Stop every task and close every engine response (cut or not, at once)."""
         tasks: list[asyncio.Task[Any]] = [*self._readers, *self._starts]
+        self._readers, self._starts = [], []
         for task in tasks:
             task.cancel()
         try:
@@ -308,15 +252,16 @@ class FanOut:
                 raise failure
 
 
+def fan_out(upstream: UpstreamClient, call: Call, *, limits: Limits) -> FanOut:
+    """The fan-out of ``call`` over ``upstream``."""
+    return FanOut(upstream, call, limits=limits)
+
+
 def _failed(task: asyncio.Task[_Head]) -> bool:
     return task.exception() is not None or task.result().response.status >= 400
 
 
-async def _read(
-    index: int,
-    response: UpstreamResponse,
-    queue: asyncio.Queue[tuple[int, bytes | None, Exception | None]],
-) -> None:
+async def _read(index: int, response: UpstreamResponse, queue: _Queue) -> None:
     """Feed one stream's chunks to ``queue`` as they arrive, then (index, None, error)."""
     try:
         async for chunk in response.chunks():

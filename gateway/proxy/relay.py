@@ -1,64 +1,86 @@
-"""Relaying an engine's SSE stream to the client, event by event.
+"""The one relay loop: an engine's stream to the client, whole event by whole event.
 
-Whole events are passed on unchanged the moment their blank line arrives (see
-events.py for why an unfinished event is held). Before the response starts an
-error is a status code; after it starts it is an event: an engine failure, a
-broken event, the engine's own error event, a stream past ``max_bytes``, or an
-engine that ends the stream without ``data: [DONE]``, becomes
-``data: {"error": ...}`` followed by ``data: [DONE]``, as OpenAI does mid-stream
-(openai-python raises on it).
+Every route streams through here; what differs between them is the route's
+StreamShaper (route.py), which turns the engine's whole events into the
+client's bytes and frames a failure. Whole events are handed on the moment
+their blank line arrives (see events.py for why an unfinished event is held);
+each is parsed once, by the one reader (events.py's EventReader), and the
+shaper, the trace and the usage read that parse. Before the response starts an
+error is a status code; after it starts it is the shaper's framing: an engine
+failure, a broken event, the engine's own error event, a stream past
+``max_bytes``, or an engine that ends the stream before its end event. The loop
+is an async generator over an async iterable of bytes, so tests feed it bytes
+without HTTP.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import time
+from collections.abc import AsyncIterator
 
-from gateway.errors import GatewayError, UpstreamError, UpstreamProtocolError, render
-from gateway.proxy.events import EventSplitter
+from gateway.errors import GatewayError, UpstreamError, UpstreamProtocolError
+from gateway.observe.exchange import Exchange
+from gateway.proxy.events import EventReader
+from gateway.proxy.openai import DONE, ChatStream, error_end
+from gateway.proxy.shaper import StreamShaper
 
-DONE = b"data: [DONE]\n\n"
+__all__ = ["DONE", "error_end", "relay_stream", "stream_cut_short", "stream_too_large"]
 
 
 async def relay_stream(
     chunks: AsyncIterator[bytes],
+    shaper: StreamShaper | None = None,
     *,
     max_bytes: int | None = None,
-    on_error: Callable[[GatewayError], None] | None = None,
+    record: Exchange | None = None,
 ) -> AsyncIterator[bytes]:
-    """Yield whole events as they come; end with an error event if the stream breaks
-    (and tell ``on_error``, so that the failure is counted and logged)."""
-    splitter = EventSplitter()
+    """Yield the client's bytes as the engine's whole events come (``shaper``: the
+    route's, a chat stream's by default); end with the shaper's failure framing if
+    the stream breaks, and write the first byte's time, the failure and the trace's
+    reading on ``record``."""
+    if shaper is None:
+        shaper = ChatStream(hide=False)
+    trace = record.trace if record is not None else None
+    reader = EventReader()
     size = 0
     failure: GatewayError | None = None
+    start = shaper.start()
+    if start:
+        yield start
     try:
         async for chunk in chunks:
-            if splitter.done:
+            if shaper.ended:
                 continue  # read to the end so the connection can be reused
+            if size == 0 and record is not None:
+                record.first_byte = time.perf_counter()
             size += len(chunk)
             if max_bytes is not None and size > max_bytes:
                 failure = stream_too_large(max_bytes)
                 break
-            events, error = splitter.feed(chunk)
-            if events:
-                yield events
+            raw, parsed, error = reader.feed(chunk)
+            if raw:
+                if trace is not None and parsed:
+                    trace.chunks(parsed)
+                out = shaper.events(raw, parsed, done=reader.done)
+                if out:
+                    yield out
             if error is not None:
                 failure = error
                 break
     except UpstreamError as exc:
-        if not splitter.done:
+        if not shaper.ended:
             failure = exc
     else:
-        if failure is None and not splitter.done:
+        if failure is None and not shaper.ended:
             failure = stream_cut_short()
+    if failure is None:
+        tail, failure = await shaper.finish()
+        if tail:
+            yield tail
     if failure is not None:
-        if on_error is not None:
-            on_error(failure)
-        yield error_end(failure)
-
-
-def error_end(exc: GatewayError) -> bytes:
-    """The end of a broken stream: the error as an event, then ``data: [DONE]``."""
-    return render(exc, event=True) + DONE
+        if record is not None:
+            record.failed(failure)
+        yield shaper.fail(failure)
 
 
 def stream_too_large(limit: int) -> UpstreamProtocolError:
@@ -67,5 +89,5 @@ def stream_too_large(limit: int) -> UpstreamProtocolError:
 
 
 def stream_cut_short() -> UpstreamProtocolError:
-    """The failure of a stream that ended without ``data: [DONE]``."""
+    """The failure of a stream that ended without its end event (``data: [DONE]``)."""
     return UpstreamProtocolError("The engine ended the stream before it was complete.")

@@ -1,23 +1,13 @@
-"""The Responses API's routes, as the app factory mounts them: POST /v1/responses in the
-configured mode (``upstream.responses``), and the stored-response routes."""
+"""The Responses API's stored-response routes, as the app factory mounts them (POST
+/v1/responses itself is a row of the routes' table: route.py translated, native.py native)."""
 
 from __future__ import annotations
 
 from starlette.routing import Route
 
-from gateway.proxy.endpoint import ProxyEndpoint
-from gateway.responses.endpoint import ResponsesEndpoint
-from gateway.responses.native import NativeResponses
 from gateway.responses.store import ResponseStore
 from gateway.responses.stored import ITEMS, ONE, StoredResponses
 from gateway.state import GatewayState
-
-
-def responses_endpoint(state: GatewayState, store: ResponseStore | None) -> ProxyEndpoint:
-    """POST /v1/responses: translated onto chat completions, or forwarded (native)."""
-    if state.settings.upstream.responses == "native":
-        return NativeResponses(state)
-    return ResponsesEndpoint(state, store=store)
 
 
 def stored_routes(state: GatewayState, store: ResponseStore | None) -> list[Route]:

@@ -91,11 +91,7 @@ class StoredResponses:
         headers = request.scope["headers"]
         request_id = request_id_of(headers)
         exchange = Exchange(
-            method=request.method,
-            path=request.url.path,
-            route=route,
-            request_id=request_id.decode(),
-            policed=False,
+            request.method, request.url.path, route, request_id.decode(), policed=False
         )
         state.observer.started(exchange)
         try:

@@ -30,18 +30,29 @@ _LEADING_ROLES = ("system", "developer")
 
 
 def affinity_key(
-    body: dict[str, Any], headers: Headers, *, client: str | None, config: Affinity
+    body: dict[str, Any],
+    headers: Headers,
+    *,
+    client: str | None,
+    config: Affinity,
+    content: str = "messages",
 ) -> tuple[str, int] | None:
-    """(source, 64-bit key) from the first source of ``config.keys`` the request has."""
+    """(source, 64-bit key) from the first source of ``config.keys`` the request has;
+    ``content`` names the body field the route keeps its conversation or prompt in."""
     for source in config.keys:
-        data = _source(source, body, headers, client, config)
+        data = _source(source, body, headers, client, config, content)
         if data:
             return source, key_hash(data)
     return None
 
 
 def _source(
-    source: str, body: dict[str, Any], headers: Headers, client: str | None, config: Affinity
+    source: str,
+    body: dict[str, Any],
+    headers: Headers,
+    client: str | None,
+    config: Affinity,
+    content: str,
 ) -> bytes | None:
     if source == "prompt_cache_key":
         value = body.get("prompt_cache_key")
@@ -54,17 +65,17 @@ def _source(
         return None
     if source == "api_key":
         return b"k:" + client.encode() if client else None
-    return _content(body, config)
+    return _content(body.get(content), config)
 
 
-def _content(body: dict[str, Any], config: Affinity) -> bytes | None:
-    messages = body.get("messages")
-    if isinstance(messages, list) and messages:
+def _content(prompt: Any, config: Affinity) -> bytes | None:
+    """A conversation (a list of messages or items) keys by its leading messages; a
+    prompt (text, token ids, or a batch of either) by its first characters."""
+    if isinstance(prompt, list) and prompt and isinstance(prompt[0], dict):
         try:
-            return b"c:" + orjson.dumps(_leading(messages, config.leading_messages))
+            return b"c:" + orjson.dumps(_leading(prompt, config.leading_messages))
         except orjson.JSONEncodeError:  # an integer past 64 bits: no content key
             return None
-    prompt = body.get("prompt")
     if isinstance(prompt, list) and prompt and isinstance(prompt[0], str | list):
         prompt = prompt[0]  # a batch of prompts (strings or token arrays): the first
     if isinstance(prompt, str) and prompt:

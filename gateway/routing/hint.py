@@ -1,15 +1,13 @@
 """What the proxy tells the balancer about one request: its affinity key and priority.
 
 The proxy reads these from the request as the client sent it, before the
-policy changes the body; the balancer reads them when it picks a replica.
-They travel in a context variable rather than through ``UpstreamClient.request``
-because every upstream client implements that one signature, and only the
-balancer cares: each request runs in its own task, with its own context.
+policy changes the body, and keeps them on the request's Call; the balancer
+reads them (``UpstreamClient.request``'s ``hint``) when it picks a replica.
+The other upstream clients take the argument and ignore it.
 """
 
 from __future__ import annotations
 
-from contextvars import ContextVar
 from dataclasses import dataclass
 
 from gateway._types import Headers
@@ -29,7 +27,6 @@ class Hint:
 
 
 NO_HINT = Hint()
-HINT: ContextVar[Hint] = ContextVar("ft_gateway_routing_hint", default=NO_HINT)
 
 
 class Hinter:
@@ -46,11 +43,14 @@ class Hinter:
         *,
         client: str | None,
         profile: str | None,
+        content: str = "messages",
     ) -> Hint:
-        """The request's Hint (set it with ``HINT.set`` in the request's task)."""
+        """The request's Hint; ``content``: the field its route keeps the conversation in."""
         priority = BATCH if profile is not None and profile in self.low else INTERACTIVE
         if self.affinity is not None:
-            found = affinity_key(body, headers, client=client, config=self.affinity)
+            found = affinity_key(
+                body, headers, client=client, config=self.affinity, content=content
+            )
             if found is not None:
                 return Hint(found[0], found[1], priority)
         return Hint(priority=priority) if priority != INTERACTIVE else NO_HINT

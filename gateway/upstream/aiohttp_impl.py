@@ -17,6 +17,7 @@ from yarl import URL
 from gateway._types import Headers
 from gateway.cutoff import Cutoff
 from gateway.errors import UpstreamTimeout
+from gateway.routing.hint import NO_HINT, Hint
 from gateway.settings import Settings
 from gateway.upstream.base import (
     LATE,
@@ -138,7 +139,7 @@ class AiohttpUpstream:
         return url
 
     async def request(
-        self, method: str, path: str, *, headers: Headers, body: bytes
+        self, method: str, path: str, *, headers: Headers, body: bytes, hint: Hint = NO_HINT
     ) -> UpstreamResponse:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self._response_timeout

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from gateway._types import Headers
 from gateway.errors import GatewayError, UpstreamUnavailable, UpstreamUnreachable
 from gateway.observe.routingmetrics import RoutingTallies
-from gateway.routing.hint import HINT, Hint
+from gateway.routing.hint import NO_HINT, Hint
 from gateway.routing.pickers import bounded_affinity, least_in_flight
 from gateway.routing.queue import AdmissionQueue
 from gateway.routing.ring import Ring
@@ -206,9 +206,8 @@ class Balancer:
         return any(r.in_service and not r.draining and r not in tried for r in self.replicas)
 
     async def request(
-        self, method: str, path: str, *, headers: Headers, body: bytes
+        self, method: str, path: str, *, headers: Headers, body: bytes, hint: Hint = NO_HINT
     ) -> UpstreamResponse:
-        hint = HINT.get()
         # Only generation counts against the limit: not model lists or health checks.
         cap = self.max_in_flight if method == "POST" else None
         tried: set[Replica] = set()

@@ -20,6 +20,7 @@ from gateway.errors import (
     UpstreamTimeout,
     UpstreamUnreachable,
 )
+from gateway.routing.hint import NO_HINT, Hint
 
 SILENT = "The engine went silent in the middle of the stream."
 NO_ANSWER = "The engine did not answer in time."
@@ -49,7 +50,7 @@ class UpstreamClient(Protocol):
     """Sends requests to the engine."""
 
     async def request(
-        self, method: str, path: str, *, headers: Headers, body: bytes
+        self, method: str, path: str, *, headers: Headers, body: bytes, hint: Hint = NO_HINT
     ) -> UpstreamResponse:
         """Send a request and wait for the response headers. UpstreamUnreachable
         only when no connection could be made (nothing was sent): the balancer

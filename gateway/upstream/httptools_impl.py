@@ -28,6 +28,7 @@ import httptools
 
 from gateway._types import Headers
 from gateway.errors import UpstreamError, UpstreamProtocolError, UpstreamTimeout
+from gateway.routing.hint import NO_HINT, Hint
 from gateway.settings import Settings
 from gateway.upstream.base import (
     LATE,
@@ -437,7 +438,7 @@ class HttptoolsUpstream:
         self._all.discard(connection)
 
     async def request(
-        self, method: str, path: str, *, headers: Headers, body: bytes
+        self, method: str, path: str, *, headers: Headers, body: bytes, hint: Hint = NO_HINT
     ) -> UpstreamResponse:
         self.loop = loop = asyncio.get_running_loop()
         deadline = loop.time() + self._response_timeout

@@ -14,6 +14,7 @@ import httpx
 
 from gateway._types import Headers
 from gateway.errors import UpstreamTimeout
+from gateway.routing.hint import NO_HINT, Hint
 from gateway.settings import Settings
 from gateway.upstream.base import (
     LATE,
@@ -98,7 +99,7 @@ class HttpxUpstream:
         )
 
     async def request(
-        self, method: str, path: str, *, headers: Headers, body: bytes
+        self, method: str, path: str, *, headers: Headers, body: bytes, hint: Hint = NO_HINT
     ) -> UpstreamResponse:
         deadline = asyncio.get_running_loop().time() + self._response_timeout
         request = self._client.build_request(method, path, headers=headers, content=body)

@@ -12,7 +12,7 @@ import tomllib
 import pytest
 from pydantic import BaseModel
 
-from gateway.policy.file import ROUTES
+from gateway.routes import ROUTE_NAMES as ROUTES
 from gateway.settings import Settings
 from tests.docs.markdown import DOCS, PAGES, ROOT, Span, code_spans, split
 
@@ -22,6 +22,7 @@ EXAMPLE_FILES = {
     "policies/edited.yaml",  # a policy with mistakes, as `check` prints it
     "policies/candidate.yaml",  # what a probe before an upgrade writes
     "gateway/upstream/foo_impl.py",  # the client CONTRIBUTING.md's how-to adds
+    "gateway/proxy/embeddings.py",  # the route CONTRIBUTING.md's how-to adds
 }
 _TOP = "gateway|tests|scripts|bench|sampler|refengine|policies|deploy|docs"
 # A repository path with a file's extension, or a script: folders are left out,

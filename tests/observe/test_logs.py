@@ -11,6 +11,7 @@ from typing import Any
 
 import httpx
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from gateway.app.factory import create_app
 from gateway.observe.exchange import Exchange
@@ -175,3 +176,40 @@ def test_logging_config_names_the_formatters() -> None:
         assert config["root"] == {"handlers": ["stdout"], "level": "WARNING"}
     assert logging_config("json", "info")["root"]["level"] == "WARNING"  # not httpx's per request
     assert logging_config("json", "debug")["root"]["level"] == "DEBUG"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    ("status", "body", "code"),
+    [
+        (500, b"Traceback ...", "upstream_error"),
+        (503, b'{"error": {"message": "overloaded"}}', "upstream_error"),
+        (
+            404,
+            b'{"error": {"message": "The model `m` does not exist.", "type": '
+            b'"NotFoundError", "code": "model_not_found"}}',
+            "model_not_found",
+        ),
+    ],
+)
+async def test_a_relayed_engine_error_is_the_error_in_record_log_and_span(
+    status: int, body: bytes, code: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # docs/operating.md: "error is the error code the client got"; docs/tracing.md: the
+    # span's error.type likewise. A relayed engine error was logged "error": null.
+    exporter = InMemorySpanExporter()
+    settings = gateway_settings(overrides={("tracing", "enabled"): True})
+    transport = httpx.MockTransport(lambda request: httpx.Response(status, content=body))
+    app = create_app(settings, transport=transport, span_exporter=exporter)
+    async with asgi_client(app) as client:
+        capsys.readouterr()
+        answer = await client.post(CHAT, json=chat(), headers={"x-request-id": "req-relayed"})
+        [line] = lines(capsys)
+    assert answer.status_code == status
+    assert answer.json()["error"]["code"] == code
+    record = json.loads(line)
+    assert record["error"] == code and record["upstream_status"] == status
+    [span] = [
+        s for s in exporter.get_finished_spans() if s.attributes and "http.route" in s.attributes
+    ]
+    assert (span.attributes or {})["error.type"] == code

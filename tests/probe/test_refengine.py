@@ -156,7 +156,7 @@ def _without_reasons(value: Any) -> Any:
 
 def _rules(policy: PolicyFile, route: str) -> dict[str, dict[str, Any]]:
     """The route's rules as written (defaults left out), the reasons at every depth too."""
-    fields = policy.routes[route].fields  # type: ignore[index]
+    fields = policy.routes[route].fields
     return {
         name: _without_reasons(json.loads(json.dumps(rule.model_dump(exclude_unset=True))))
         for name, rule in fields.items()
@@ -432,7 +432,7 @@ def test_probe_command_prints_the_table_and_writes_report_and_policy(
     jsonschema.validate(yaml.safe_load(out.read_text()), policy_schema())
     policy, _ = load_policy_file(out)
     assert list(policy.routes) == [CHAT]
-    fields = policy.routes[CHAT].fields  # type: ignore[index]
+    fields = policy.routes[CHAT].fields
     assert fields["n"].action == "fanout"
     messages = fields["messages"].select
     assert messages is not None and messages.key == "role"

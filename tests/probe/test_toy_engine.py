@@ -268,7 +268,7 @@ def test_a_malformed_stream_is_broken() -> None:
 def test_the_written_policy_passes_honoured_fields_with_their_checks(honest: ProbeResult) -> None:
     policy = parse_policy_text(render_policy(honest))
     for route in BOTH:
-        fields = policy.routes[route].fields  # type: ignore[index]
+        fields = policy.routes[route].fields
         for name, spec in PROBED[route].items():
             rule = fields[name]
             assert rule.action == "pass", name
@@ -311,7 +311,7 @@ def test_the_written_policy_rejects_ignored_refused_and_broken_fields() -> None:
 def test_an_inconclusive_field_is_rejected_and_flagged_for_review() -> None:
     result = run_probe(ToyEngine(ignore={"temperature"}), [COMPLETIONS])
     text = render_policy(result)
-    rule = parse_policy_text(text).routes[COMPLETIONS].fields["stop"]  # type: ignore[index]
+    rule = parse_policy_text(text).routes[COMPLETIONS].fields["stop"]
     assert rule.action == "reject"
     assert "# REVIEW BY HAND. stop: inconclusive" in text
 
@@ -322,7 +322,7 @@ def test_fields_sent_with_every_request_pass_in_the_written_policy() -> None:
     result = run_probe(toy, [CHAT], extra=extra)
     assert all(r["priority"] == 1 for r in toy.requests)
     policy = parse_policy_text(render_policy(result))
-    assert policy.routes[CHAT].fields["priority"].action == "pass"  # type: ignore[index]
+    assert policy.routes[CHAT].fields["priority"].action == "pass"
 
 
 JSON = st.recursive(

@@ -275,7 +275,7 @@ def test_n_passes_where_the_engine_honours_it_and_is_fanned_out_elsewhere(
     text = comments(text)
     for route in BOTH:
         assert verdict(result, route, "n").outcome == outcome
-        rule = policy.source.routes[route].fields["n"]  # type: ignore[index]
+        rule = policy.source.routes[route].fields["n"]
         body: dict[str, Any] = {"model": "toy", "n": 3}
         body |= {"messages": [USER]} if route == CHAT else {"prompt": "hi"}
         decision = apply_policy(policy, route, body)
@@ -296,4 +296,4 @@ def test_n_passes_where_the_engine_honours_it_and_is_fanned_out_elsewhere(
 def test_the_completions_route_has_no_checks_inside_messages(honest: ProbeResult) -> None:
     result = run_probe(ToyEngine(), [COMPLETIONS])
     assert not set(outcomes(result, COMPLETIONS)) & set(CHECKED)
-    assert "messages" not in parse_policy_text(render_policy(result)).routes[COMPLETIONS].fields  # type: ignore[index]
+    assert "messages" not in parse_policy_text(render_policy(result)).routes[COMPLETIONS].fields

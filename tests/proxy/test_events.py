@@ -1,4 +1,6 @@
-"""SSE events split and checked (events.py), and the relay's answer to broken streams."""
+"""The one SSE reader (events.py): whole events split, checked and parsed once, fed in any
+pieces, and the relay's answer to broken streams. One table serves the chat routes' use
+(the bytes, byte for byte) and the Responses translation's (the parsed chunks)."""
 
 from __future__ import annotations
 
@@ -7,7 +9,8 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from gateway.proxy.events import MAX_EVENT_BYTES, EventSplitter
+from gateway.errors import UpstreamProtocolError
+from gateway.proxy.events import MAX_EVENT_BYTES, EngineStreamError, EventReader
 from gateway.proxy.relay import DONE, relay_stream
 from tests.support.bodies import error_event, sse_events
 
@@ -22,26 +25,85 @@ async def relay(*pieces: bytes, max_bytes: int | None = None) -> bytes:
     return b"".join([c async for c in relay_stream(engine(), max_bytes=max_bytes)])
 
 
+CHUNK_DATA = {"choices": [{"delta": {"content": "x"}}]}
+A = b'data: {"a":1}\n\n'
+B = b'data: {"b":2}\n\n'
+AB = [{"a": 1}, {"b": 2}]
+
+
 @pytest.mark.parametrize(
-    "stream",
+    ("stream", "chunks"),
     [
-        [CHUNK, DONE],
-        [CHUNK + DONE],
-        [CHUNK[:5], CHUNK[5:20], CHUNK[20:] + DONE[:3], DONE[3:]],
-        [CHUNK.replace(b"\n", b"\r\n"), DONE.replace(b"\n", b"\r\n")],
-        [b": keep-alive\n\n", b"event: message\nid: 7\nretry: 10\n" + CHUNK, DONE],
-        [b'data: {"a":\ndata: 1}\n\n', DONE],  # one event over two data lines
+        ([CHUNK, DONE], [CHUNK_DATA]),
+        ([CHUNK + DONE], [CHUNK_DATA]),
+        ([CHUNK[:5], CHUNK[5:20], CHUNK[20:] + DONE[:3], DONE[3:]], [CHUNK_DATA]),
+        ([CHUNK.replace(b"\n", b"\r\n"), DONE.replace(b"\n", b"\r\n")], [CHUNK_DATA]),
+        ([b": keep-alive\n\n", b"event: message\nid: 7\nretry: 10\n" + CHUNK, DONE], [CHUNK_DATA]),
+        ([b'data: {"a":\ndata: 1}\n\n', DONE], [{"a": 1}]),  # one event over two data lines
+        ([A + B + DONE], AB),
+        ([A, B, DONE], AB),
+        ([A[:5], A[5:] + B[:9], B[9:] + DONE], AB),
+        ([(A + B + DONE).replace(b"\n", b"\r\n")], AB),
+        ([b': keep-alive\n\nevent: chunk\nid: 7\ndata: {"a":1}\n\n', B, DONE], AB),
+        ([b'data: {"a":\ndata: 1}\n\n', B, DONE], AB),
+        ([b"retry: 10\n\n", A, B, DONE], AB),
     ],
 )
-def test_good_streams_pass_byte_for_byte(stream: list[bytes]) -> None:
-    splitter = EventSplitter()
+def test_good_streams_pass_byte_for_byte_each_event_parsed_once(
+    stream: list[bytes], chunks: list[dict[str, object]]
+) -> None:
+    reader = EventReader()
     out = b""
+    parsed: list[object] = []
     for chunk in stream:
-        events, error = splitter.feed(chunk)
+        events, values, error = reader.feed(chunk)
         assert error is None
         out += events
+        parsed += values
     assert out == b"".join(stream)
-    assert splitter.done and not splitter.pending
+    assert parsed == chunks
+    assert reader.done and not reader.pending
+
+
+def test_done_ends_the_stream_mid_block() -> None:
+    reader = EventReader()
+    assert reader.feed(A + DONE + B) == (A + DONE, [{"a": 1}], None)
+    assert reader.done
+
+
+@pytest.mark.parametrize(
+    ("data", "kind", "message"),
+    [
+        (b"data: {nope\n\n", UpstreamProtocolError, "not valid JSON"),
+        (b"data: [1]\n\n", UpstreamProtocolError, "not a JSON object"),
+        (A + b"data: [1]\n\n", UpstreamProtocolError, "not a JSON object"),
+        (b"wat: 1\n\n", UpstreamProtocolError, "not a server-sent event field"),
+        (
+            b'data: {"error": {"message": "KV cache full", "code": 400}}\n\n',
+            EngineStreamError,
+            "KV cache full",
+        ),
+        # llama.cpp's error line: the engine's error, on every route that reads a stream.
+        (b'error: {"code": 400, "message": "KV cache full"}\n\n', EngineStreamError, "KV cache"),
+    ],
+)
+def test_a_broken_event_ends_the_stream_after_the_good_ones_parsed(
+    data: bytes, kind: type, message: str
+) -> None:
+    events, chunks, error = EventReader().feed(data)
+    assert error is not None and isinstance(error, kind)
+    assert message in error.message
+    good = data.startswith(A)
+    assert chunks == ([{"a": 1}] if good else [])
+    assert events == (A if good else b"")
+
+
+def test_an_unfinished_event_past_the_limit_is_refused() -> None:
+    reader = EventReader()
+    assert reader.feed(b'data: {"a":"') == (b"", [], None)
+    events, chunks, error = reader.feed(b"x" * MAX_EVENT_BYTES)
+    assert events == b"" and chunks == []
+    assert error is not None and "1 MiB" in error.message
 
 
 @pytest.mark.anyio

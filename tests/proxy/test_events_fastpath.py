@@ -1,11 +1,11 @@
-"""The splitter's fast path for plain ``data:`` events agrees with its general walk."""
+"""The reader's fast path for plain ``data:`` events agrees with its general walk."""
 
 from __future__ import annotations
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.proxy.events import EventSplitter
+from gateway.proxy.events import EventReader
 
 # Pieces a stream is made of: good events, broken ones, error events, [DONE],
 # and the shapes only the general walk handles (comments, other fields, blank
@@ -29,9 +29,11 @@ PIECES = [
 ]
 
 
-def outcome(splitter: EventSplitter, result: tuple[bytes, object]) -> tuple[bytes, str, bool]:
-    events, error = result
-    return events, type(error).__name__ + str(error), splitter.done
+def outcome(
+    reader: EventReader, result: tuple[bytes, list[object], object]
+) -> tuple[bytes, list[object], str, bool]:
+    events, parsed, error = result
+    return events, parsed, type(error).__name__ + str(error), reader.done
 
 
 @given(st.lists(st.sampled_from(PIECES), min_size=1, max_size=8))
@@ -39,16 +41,20 @@ def test_fast_path_matches_the_general_walk(pieces: list[bytes]) -> None:
     block = b"".join(pieces)
     if not block.endswith(b"\n\n"):
         block += b"\n\n"
-    fast, general = EventSplitter(), EventSplitter()
+    fast, general = EventReader(), EventReader()
     checked = fast._checked_simple(block, None)
     expected = outcome(general, general._checked_lines(block, None))
     if checked is not None:
         assert outcome(fast, checked) == expected
     # And whichever path it takes, feeding the block gives the general walk's answer.
-    fed = EventSplitter()
+    fed = EventReader()
     assert outcome(fed, fed.feed(block)) == expected
 
 
 def test_plain_events_take_the_fast_path() -> None:
     block = PIECES[0] * 3 + PIECES[2]
-    assert EventSplitter()._checked_simple(block, None) == (block, None)
+    assert EventReader()._checked_simple(block, None) == (
+        block,
+        [{"choices": [{"delta": {"content": "x"}}]}] * 3,
+        None,
+    )

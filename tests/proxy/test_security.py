@@ -16,7 +16,7 @@ import pytest
 from gateway.access.keys import hash_key
 from gateway.observe.exchange import Observers
 from gateway.observe.logs import AccessLog
-from gateway.proxy import endpoint as proxy
+from gateway.proxy import route as proxy
 from gateway.settings import Settings
 from tests.support.bodies import CHAT, ERROR_KEYS, chat
 from tests.support.engine import FakeEngine

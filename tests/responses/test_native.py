@@ -13,10 +13,11 @@ import pytest
 
 from gateway.app.factory import create_app
 from tests.support.bodies import sse
+from tests.support.draining import cut_by_the_drain
 from tests.support.engine import LAST_CHUNK, STREAM_HEAD, FakeEngine, Seen, Wire, chunk
 from tests.support.faults import DEADLINE
 from tests.support.gateways import MockEngine, asgi_client, gateway_settings, serve_gateway
-from tests.support.responses import RESPONSES, response_events, responses_request
+from tests.support.responses import FAILED, RESPONSES, response_events, responses_request
 
 pytestmark = pytest.mark.anyio
 NATIVE: dict[tuple[str, ...], Any] = {("upstream", "responses"): "native"}
@@ -112,7 +113,33 @@ async def test_a_stream_cut_before_its_final_event_ends_with_an_error_event(
     assert [name for name, _ in events] == [
         "response.created",
         "response.output_text.delta",
-        "error",
+        *FAILED,
     ]
-    assert events[-1][1]["sequence_number"] == 2
-    assert events[-1][1]["code"] in ("upstream_protocol_error", "upstream_error")
+    assert events[-2][1]["sequence_number"] == 2
+    assert events[-2][1]["code"] in ("upstream_protocol_error", "upstream_error")
+    failed = events[-1][1]
+    assert failed["sequence_number"] == 3
+    assert failed["response"]["id"] == ANSWER["id"] and failed["response"]["status"] == "failed"
+
+
+async def test_drain_expiry_ends_a_native_stream_with_responses_events(
+    fake_engine: FakeEngine,
+) -> None:
+    async def one_event_then_silence(request: Seen, wire: Wire) -> None:
+        created = responses_event("response.created", sequence_number=0, response=ANSWER)
+        await wire.send(STREAM_HEAD + chunk(created))
+        await wire.until_client_leaves()
+
+    fake_engine.handler = one_event_then_silence
+    async with serve_gateway(native(fake_engine.url)) as gateway:
+        with anyio.fail_after(DEADLINE):
+            body = responses_request(stream=True)
+            rest = await cut_by_the_drain(gateway, RESPONSES, body, after="event: response.created")
+            await fake_engine.requests[-1].connection.closed.wait()
+        record = gateway.recorder.finished_exchanges[-1]
+    names = [line[7:] for line in rest if line.startswith("event: ")]
+    # Responses framing, as translate mode ends it: not the chat routes' [DONE].
+    assert names == FAILED
+    assert "[DONE]" not in "".join(rest)
+    assert any('"code":"shutting_down"' in line for line in rest)
+    assert record.status == 200 and record.error_code == "shutting_down"

@@ -14,11 +14,19 @@ import pytest
 
 from gateway.settings import Settings
 from tests.support.bodies import DONE, sse
+from tests.support.draining import cut_by_the_drain
 from tests.support.engine import LAST_CHUNK, STREAM_HEAD, FakeEngine, Seen, Wire, chunk
 from tests.support.faults import DEADLINE, HELD, fault_settings
 from tests.support.gateways import Gateway, gateway_settings, serve_gateway
 from tests.support.paths import FIXTURES
-from tests.support.responses import RESPONSES, response_events, responses_request
+from tests.support.responses import (
+    FAILED,
+    RESPONSES,
+    STARTED,
+    TEXT_MESSAGE,
+    response_events,
+    responses_request,
+)
 from tests.support.sdk import sdk
 
 pytestmark = pytest.mark.anyio
@@ -143,12 +151,7 @@ async def test_the_engine_own_error_event_ends_the_stream(
     with anyio.fail_after(DEADLINE):
         answer = await stream(gateway, responses_request())
     events = response_events(answer.content)
-    assert [name for name, _ in events] == [
-        "response.created",
-        "response.in_progress",
-        "error",
-        "response.failed",
-    ]
+    assert [name for name, _ in events] == [*STARTED, *FAILED]
     assert events[2][1]["message"] == "KV cache full"
 
 
@@ -188,14 +191,8 @@ async def test_tool_calls_stream_as_function_call_items(fake_engine: FakeEngine)
             answer = await stream(gateway, responses_request())
     events = response_events(answer.content)
     assert [name for name, _ in events] == [
-        "response.created",
-        "response.in_progress",
-        "response.output_item.added",
-        "response.content_part.added",
-        "response.output_text.delta",
-        "response.output_text.done",
-        "response.content_part.done",
-        "response.output_item.done",
+        *STARTED,
+        *TEXT_MESSAGE,
         "response.output_item.added",
         "response.function_call_arguments.delta",
         "response.function_call_arguments.delta",
@@ -264,20 +261,31 @@ async def test_drain_expiry_ends_the_stream_with_response_failed(
 
     fake_engine.handler = one_chunk_then_silence
     with anyio.fail_after(DEADLINE):
-        async with httpx.AsyncClient(base_url=gateway.url, timeout=DEADLINE) as client:
-            body = responses_request(stream=True)
-            async with client.stream("POST", RESPONSES, json=body) as response:
-                lines = response.aiter_lines()
-                async for line in lines:
-                    if line == "event: response.output_text.delta":
-                        break
-                gateway.app.state.gateway.drain.expire()
-                rest = [line async for line in lines]
+        body = responses_request(stream=True)
+        delta = "event: response.output_text.delta"
+        rest = await cut_by_the_drain(gateway, RESPONSES, body, after=delta)
         await fake_engine.requests[-1].connection.closed.wait()
     names = [line[7:] for line in rest if line.startswith("event: ")]
     assert names[-2:] == ["error", "response.failed"]
     assert "[DONE]" not in "".join(rest)
     assert any('"code":"shutting_down"' in line for line in rest)
+
+
+async def test_a_llama_cpp_error_line_ends_the_stream_as_the_engines_error(
+    fake_engine: FakeEngine, gateway: Gateway
+) -> None:
+    # llama.cpp's server writes a mid-stream failure as an ``error:`` line: the chat
+    # routes relayed it as the engine's error, /v1/responses as "not an SSE field".
+    first = sse({"choices": [{"index": 0, "delta": {"content": "a"}}]})
+    line = b'error: {"code": 400, "message": "context full", "type": "invalid_request"}\n\n'
+    fake_engine.handler = sends_stream(first, line)
+    with anyio.fail_after(DEADLINE):
+        answer = await stream(gateway, responses_request())
+    events = response_events(answer.content)
+    names = [name for name, _ in events]
+    assert names[-2:] == ["error", "response.failed"]
+    assert events[-2][1]["message"] == "context full"
+    assert "server-sent event" not in answer.text
 
 
 async def test_reasoning_deltas_stream_as_a_reasoning_item(fake_engine: FakeEngine) -> None:

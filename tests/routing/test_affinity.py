@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from gateway.routes import ROUTES, guess_route
 from gateway.routing.affinity import affinity_key
 from gateway.routing.config import Affinity
 from gateway.routing.hint import BATCH, INTERACTIVE, NO_HINT, Hinter
@@ -18,7 +19,9 @@ DEFAULT = Affinity()
 
 def key(body: dict[str, Any], headers: list[tuple[bytes, bytes]] | None = None, **kw: Any) -> Any:
     config = Affinity(**kw) if kw else DEFAULT
-    return affinity_key(body, headers or [], client="alice", config=config)
+    # The content field is the route's: the route the body is meant for.
+    content = ROUTES[guess_route(body)].content
+    return affinity_key(body, headers or [], client="alice", config=config, content=content)
 
 
 @pytest.mark.parametrize(

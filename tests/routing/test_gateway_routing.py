@@ -51,7 +51,7 @@ async def fleet(count: int, **env: str) -> AsyncIterator[tuple[str, Balancer, li
         urls = [await stack.enter_async_context(running_server(e.app)) for e in engines]
         app = create_app(gateway_settings(",".join(urls), environ=env))
         url = await stack.enter_async_context(running_server(app))
-        balancer = app.state.gateway.upstream
+        balancer = app.state.gateway.engines.upstream_for(None)
         assert isinstance(balancer, Balancer)
         yield url, balancer, engines
 
@@ -242,7 +242,7 @@ async def test_interactive_keys_leave_the_queue_before_batch_keys(
         )
         app = create_app(settings)
         async with running_server(app) as url, httpx.AsyncClient(base_url=url, timeout=60) as c:
-            balancer = app.state.gateway.upstream
+            balancer = app.state.gateway.engines.upstream_for(None)
             assert isinstance(balancer, Balancer)
 
             def send(key: str, name: str) -> asyncio.Task[httpx.Response]:

@@ -93,6 +93,10 @@ async def test_drain_readyz_503_new_requests_503_then_in_flight_ended(
                 fake_engine.gate("a").set()  # this stream finishes within the drain time-out
     assert sse_events(finishing[0])[-1] == "data: [DONE]" and "error" not in finishing[0]
     assert error_event(cut[0])["code"] == "shutting_down"  # and then [DONE]
+    # ... and its record (the access log's line) says so: a 200 cut with shutting_down.
+    records = gateway.recorder.finished_exchanges
+    cut_short = [r for r in records if r.status == 200 and r.error_code == "shutting_down"]
+    assert len(cut_short) == 1 and cut_short[0].stream
     assert waiting["r"].status_code == 503
     assert waiting["r"].json()["error"]["code"] == "shutting_down"
     assert state.drain.in_flight == 0

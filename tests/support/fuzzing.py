@@ -42,7 +42,7 @@ def load_default_policy() -> Policy:
 
 POLICY = load_default_policy()
 ROUTES = ("/v1/chat/completions", "/v1/completions")
-FIELD_NAMES = sorted({name for r in ROUTES for name in POLICY.source.routes[r].fields})  # type: ignore[index]
+FIELD_NAMES = sorted({name for r in ROUTES for name in POLICY.source.routes[r].fields})
 REQUIRED = {name for r in ROUTES for name in (POLICY.route(r).required if POLICY.route(r) else ())}  # type: ignore[union-attr]
 # Error codes that a field causes: these must name it in ``param``.
 FIELD_CODES = {
@@ -184,7 +184,7 @@ def plausible(rule: FieldRule) -> st.SearchStrategy[Any]:
 def request_bodies(draw: st.DrawFn, route: str | None = None) -> dict[str, Any]:
     """Bodies near the policy's edges: often valid at the core, any value anywhere."""
     route = route or draw(st.sampled_from(ROUTES))
-    rules = POLICY.source.routes[route].fields  # type: ignore[index]
+    rules = POLICY.source.routes[route].fields
     body: dict[str, Any] = {}
     roll = draw(st.integers(0, 19))
     if roll:

@@ -24,6 +24,7 @@ from gateway.errors import (
     UpstreamUnavailable,
     UpstreamUnreachable,
 )
+from gateway.routing.hint import NO_HINT, Hint
 from gateway.settings import Settings, load_settings
 from gateway.upstream.balancer import Balancer, Replica
 from gateway.upstream.base import UpstreamClient, UpstreamResponse
@@ -62,7 +63,7 @@ class FakeClient:
         self.closed = False
 
     async def request(
-        self, method: str, path: str, *, headers: Headers, body: bytes
+        self, method: str, path: str, *, headers: Headers, body: bytes, hint: Hint = NO_HINT
     ) -> UpstreamResponse:
         self.calls.append((method, path, headers))
         if self.fail is not None:
@@ -199,7 +200,9 @@ async def test_replica_comes_back_after_a_passing_health_check() -> None:
     probed = asyncio.Event()
     inner = clients[0].request
 
-    async def recovering(method: str, path: str, *, headers: Headers, body: bytes) -> Any:
+    async def recovering(
+        method: str, path: str, *, headers: Headers, body: bytes, hint: Hint = NO_HINT
+    ) -> Any:
         # The first probes see 503 (still out); then the engine recovers.
         if len(clients[0].calls) >= 3:
             clients[0].status = 200
@@ -311,7 +314,7 @@ async def test_only_connect_failures_move_to_another_replica(
     app = create_app(settings, transport=httpx.MockTransport(engine))
     async with asgi_client(app) as client:
         response = await client.post(CHAT, json=BODY)
-        balancer = app.state.gateway.upstream
+        balancer = app.state.gateway.engines.upstream_for(None)
         assert isinstance(balancer, Balancer)
         assert response.status_code == status
         assert seen == (["a", "b"] if moved else ["a"])
@@ -326,7 +329,7 @@ async def gateway_over(urls: list[str], **env: str) -> AsyncIterator[tuple[str, 
     settings = gateway_settings(",".join(urls), environ=env)
     app = create_app(settings)
     async with running_server(app) as url:
-        balancer = app.state.gateway.upstream
+        balancer = app.state.gateway.engines.upstream_for(None)
         assert isinstance(balancer, Balancer)
         yield url, balancer
 

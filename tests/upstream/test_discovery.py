@@ -98,7 +98,7 @@ class Stream:
 async def test_replicas_follow_dns_without_restart_or_failed_request(dnsmasq: Dnsmasq) -> None:
     dnsmasq.set(NAME, ADDRESSES[:2])
     async with gateway_on(dnsmasq, NAME) as (port, engines, app, client):
-        balancer = app.state.gateway.upstream
+        balancer = app.state.gateway.engines.upstream_for(None)
         assert isinstance(balancer, Balancer)
         # Resolved before serving: both replicas from the first request on.
         assert [r.url for r in balancer.replicas] == [f"http://{a}:{port}" for a in ADDRESSES[:2]]
@@ -186,7 +186,7 @@ async def test_a_name_with_no_address_yet_is_503_until_it_has_one(dnsmasq: Dnsma
         assert "DNS" in response.json()["error"]["message"]
         assert (await client.get("/readyz")).status_code == 503
         dnsmasq.set("later." + NAME, ADDRESSES[2:])
-        balancer = app.state.gateway.upstream
+        balancer = app.state.gateway.engines.upstream_for(None)
         await until(lambda: len(balancer.replicas) == 1, "the name to resolve")
         assert (await client.post(CHAT, json=chat())).status_code == 200
         assert (await client.get("/readyz")).status_code == 200

@@ -1,0 +1,98 @@
+"""The OpenAI completion routes: POST /v1/chat/completions and /v1/completions, and the
+pass-through of GET /v1/models.
+
+Their requests go to the engine as the policy leaves them (n of them for a
+fan-out, fanout.py); their answers are the engine's own, byte for byte, but for
+two things: an error normalised (answers.py), and, where the gateway asked a
+stream for its usage and the client did not, that usage taken out again
+(limits/meter.py's StreamMeter).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from gateway.errors import GatewayError, render
+from gateway.limits.meter import StreamMeter, Usage
+from gateway.proxy.call import Call
+from gateway.proxy.fanout import fanout_bodies, include_usage, with_usage
+from gateway.proxy.route import Prepared, Route
+from gateway.routes import CHAT, COMPLETIONS, ROUTES
+
+DONE = b"data: [DONE]\n\n"
+
+
+def error_end(exc: GatewayError) -> bytes:
+    """The end of a broken chat stream: the error as an event, then ``data: [DONE]``
+    (as OpenAI does mid-stream; openai-python raises on it)."""
+    return render(exc, event=True) + DONE
+
+
+class ChatStream:
+    """A chat or completions stream: the engine's events passed on as they come."""
+
+    __slots__ = ("meter", "ended")
+
+    def __init__(self, *, hide: bool) -> None:
+        self.meter = StreamMeter(hide=hide)
+        self.ended = False
+
+    @property
+    def usage(self) -> Usage | None:
+        return self.meter.usage
+
+    def start(self) -> bytes:
+        return b""
+
+    def events(self, raw: bytes, chunks: list[Any], *, done: bool) -> bytes:
+        self.ended = done
+        return self.meter.feed(raw)
+
+    async def finish(self) -> tuple[bytes, GatewayError | None]:
+        return b"", None
+
+    def fail(self, exc: GatewayError) -> bytes:
+        return error_end(exc)
+
+
+class ChatRoute(Route):
+    """POST /v1/chat/completions."""
+
+    row = ROUTES[CHAT]
+
+    async def prepare(self, call: Call, raw: bytes, body: dict[str, Any]) -> Prepared:
+        decision = self.decide(call, body)
+        record = call.record
+        asked = record.stream and include_usage(decision.body)
+        # Metering asks a stream for its usage; the client never sees it unasked.
+        call.hide = record.stream and not asked and self.state.settings.metering.stream_usage
+        call.include_usage = asked
+        forwarded = with_usage(decision.body) if call.hide else decision.body
+        if decision.fanout > 1:
+            bodies = fanout_bodies(forwarded, decision.fanout)
+        elif call.hide or decision.changed:
+            bodies = [orjson.dumps(forwarded)]
+        else:
+            bodies = [raw]
+        return Prepared(
+            bodies=bodies,
+            admitted=decision.body,
+            size=len(raw),
+            fanout=decision.fanout,
+            fields=self.max_tokens,
+        )
+
+    def shaper(self, call: Call) -> ChatStream:
+        return ChatStream(hide=call.hide)
+
+
+class CompletionsRoute(ChatRoute):
+    """POST /v1/completions: as chat, with a prompt instead of messages."""
+
+    row = ROUTES[COMPLETIONS]
+
+
+class ModelsRoute(Route):
+    """GET /v1/models (and any route the policy has no say in): passed through."""

@@ -1,0 +1,67 @@
+"""The answer side of a call: the engine's answer, whole or streamed, through its route.
+
+A whole answer is read within ``limits.max_response_bytes`` and parsed once:
+an error status is normalised (answers.py) and recorded as the error the client
+got; a 2xx gives the record its usage and the trace its reading, then the route
+shapes it. A stream goes through the one relay loop (relay.py) with the route's
+shaper, and the client's hanging up is noted on the record.
+"""
+
+from __future__ import annotations
+
+import time
+
+import orjson
+
+from gateway.errors import UpstreamProtocolError
+from gateway.proxy.answers import check_head, error_answer
+from gateway.proxy.call import Call
+from gateway.proxy.headers import DROP_DOWNSTREAM, filter_headers
+from gateway.proxy.relay import relay_stream
+from gateway.proxy.route import Route
+from gateway.settings import Limits
+from gateway.upstream.base import UpstreamResponse
+
+_JSON = b"application/json"
+
+
+async def reply(call: Call, route: Route, response: UpstreamResponse, limits: Limits) -> None:
+    """Answer ``call``'s client with the engine's ``response``, as ``route`` says."""
+    record, responder = call.record, call.responder
+    headers = filter_headers(response.headers, DROP_DOWNSTREAM)
+    if check_head(response.status, headers, stream=record.stream):
+        shaper = call.shaper = route.shaper(call)
+        await responder.start(response.status, route.stream_headers(headers))
+        try:
+            async for out in relay_stream(
+                response.chunks(), shaper, max_bytes=limits.max_stream_bytes, record=record
+            ):
+                await responder.body(out, more=True)
+            await responder.body(b"")
+        except OSError:
+            # The client hung up; the caller closes the engine's response.
+            record.client_disconnected = True
+        finally:
+            record.usage = shaper.usage
+        return
+    data = await response.read(limits.max_response_bytes)
+    record.first_byte = time.perf_counter()
+    if response.status >= 400:
+        headers, data, error = error_answer(response.status, headers, data)
+        record.relayed_error(error)
+    else:
+        try:
+            answer = orjson.loads(data)
+        except orjson.JSONDecodeError:
+            raise UpstreamProtocolError("The engine's answer is not valid JSON.") from None
+        if type(answer) is dict:
+            record.usage = route.usage(answer)
+        if record.trace is not None:
+            record.trace.answer(answer)
+        if route.shapes:
+            shaped = await route.answer(call, answer, data)
+            if shaped is not None:
+                headers, data = shaped
+        headers.append((b"content-length", str(len(data)).encode()))
+    await responder.start(response.status, headers)
+    await responder.body(data)

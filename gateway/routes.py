@@ -1,0 +1,66 @@
+"""The OpenAI routes the gateway serves: one row each, read by everything that names a route.
+
+A row is plain data (this module imports nothing of the gateway), so the pure parts
+read it without loading the proxy: the policy file's route names (policy/file.py),
+tracing's operation names, the CLI's ``--route`` choices, ``explain``'s guess, the
+limiter's reservation and affinity's content key. The proxy's factory picks the
+row's route class by name (``"module:Class"``, imported only when mounted, as
+uvicorn picks its protocol implementations), per ``upstream.responses`` mode where
+a route has more than one. Adding a route is one class and one row here
+(CONTRIBUTING.md, "How to add a route").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True, slots=True)
+class RouteRow:
+    """What the gateway knows of one route before any request comes."""
+
+    path: str
+    operation: str  # the GenAI operation name tracing gives its spans
+    marker: str  # the body field that says a request is meant for this route (explain)
+    content: str  # the field whose leading part is affinity's content key
+    max_tokens: tuple[str, ...]  # the fields the limiter reserves the completion by
+    classes: dict[str, str]  # mode -> "module:Class" of its route ("" is the only mode)
+
+
+CHAT = "/v1/chat/completions"
+COMPLETIONS = "/v1/completions"
+RESPONSES = "/v1/responses"
+
+_COMPLETION_LIMITS = ("max_tokens", "max_completion_tokens")
+_OPENAI = "gateway.proxy.openai:"
+_RESPONSES = {
+    "translate": "gateway.responses.route:TranslatedResponses",
+    "native": "gateway.responses.native:NativeResponses",
+}
+# Path, operation (the GenAI conventions name none of its own for the Responses API:
+# "chat"), marker, content, max_tokens, classes.
+ROUTES: dict[str, RouteRow] = {
+    CHAT: RouteRow(
+        CHAT, "chat", "messages", "messages", _COMPLETION_LIMITS, {"": _OPENAI + "ChatRoute"}
+    ),
+    COMPLETIONS: RouteRow(
+        COMPLETIONS,
+        "text_completion",
+        "prompt",
+        "prompt",
+        _COMPLETION_LIMITS,
+        {"": _OPENAI + "CompletionsRoute"},
+    ),
+    RESPONSES: RouteRow(RESPONSES, "chat", "input", "input", ("max_output_tokens",), _RESPONSES),
+}
+ROUTE_NAMES = tuple(ROUTES)
+
+
+def guess_route(body: object) -> str:
+    """The route a request body is meant for: the first whose marker field it has and
+    that is not chat's (``messages`` wins), else chat completions."""
+    if isinstance(body, dict) and ROUTES[CHAT].marker not in body:
+        for row in ROUTES.values():
+            if row.marker in body:
+                return row.path
+    return CHAT
