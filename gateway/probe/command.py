@@ -116,8 +116,8 @@ def run(args: argparse.Namespace) -> int:
     progress.close()
     print(render_table(result))
     if result.responses is not None:
-        written = Policy(parse_policy_text(render_policy(result), file="<written policy>"))
-        print("\n".join(report_lines(judge_clients(written))))
+        judged = Policy(parse_policy_text(render_policy(result), file="<written policy>"))
+        print("\n".join(report_lines(judge_clients(judged))))
     if args.report is not None:
         args.report.write_text(render_markdown(result), encoding="utf-8")
         print(f"report written to {args.report}", file=sys.stderr)
