@@ -54,3 +54,4 @@ def test_each_deployment_finds_its_replicas_through_its_headless_service(
         assert dns.port in {p["port"] for p in service["spec"]["ports"]}
         assert service["spec"]["selector"] == service["metadata"]["labels"]
     assert set(config.rate_limits.models) <= {m for d in config.deployments for m in d.models}
+    assert (config.store.backend, config.store.url) == ("redis", "redis://ft-gateway-redis:6379/0")
