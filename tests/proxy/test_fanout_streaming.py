@@ -12,6 +12,7 @@ what is checked. The ``fake_engine`` and the ``gateway`` (with this module's
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections import defaultdict
 from collections.abc import AsyncIterator
@@ -142,6 +143,19 @@ async def first_events(lines: AsyncIterator[str], n: int) -> list[int]:
     return sorted(indices)
 
 
+@contextlib.asynccontextmanager
+async def three_streams_begun(
+    gateway: Gateway,
+) -> AsyncIterator[tuple[httpx.Response, AsyncIterator[str]]]:
+    """A streamed ``n=3`` request whose first event of each choice the client has read:
+    the response and its lines still to come. Leaving the block hangs up."""
+    async with fan_client(gateway) as client:
+        async with client.stream("POST", CHAT, json=chat(n=3, stream=True)) as response:
+            lines = response.aiter_lines()
+            assert await first_events(lines, 3) == [0, 1, 2]
+            yield response, lines
+
+
 async def all_closed(engine: FakeEngine, *, choices: set[int]) -> None:
     """Return once the engine connection of each choice in ``choices`` is closed."""
     requests = [r for r in engine.requests if choice_of(r) in choices]
@@ -155,12 +169,9 @@ async def test_one_stream_failing_ends_the_answer_and_closes_the_others(
     gate = asyncio.Event()
     fake_engine.handler = stalls_after_one_chunk(broken=1, gate=gate)
     with anyio.fail_after(DEADLINE):
-        async with fan_client(gateway) as client:
-            async with client.stream("POST", CHAT, json=chat(n=3, stream=True)) as response:
-                lines = response.aiter_lines()
-                assert await first_events(lines, 3) == [0, 1, 2]
-                gate.set()
-                rest = "".join([line + "\n" async for line in lines])
+        async with three_streams_begun(gateway) as (_, lines):
+            gate.set()
+            rest = "".join([line + "\n" async for line in lines])
         assert error_event(rest)["code"] == "upstream_protocol_error"  # then [DONE]
         assert rest.count("[DONE]") == 1
         # The two healthy streams were still generating: the gateway closed them.
@@ -198,10 +209,8 @@ async def test_client_hang_up_closes_all_n_engine_requests(
 ) -> None:
     fake_engine.handler = stalls_after_one_chunk()
     with anyio.fail_after(DEADLINE):
-        async with fan_client(gateway) as client:
-            async with client.stream("POST", CHAT, json=chat(n=3, stream=True)) as response:
-                assert await first_events(response.aiter_lines(), 3) == [0, 1, 2]
-            # Leaving the block closes the connection: the client hung up.
+        async with three_streams_begun(gateway) as (response, _):
+            pass  # Leaving the block closes the connection: the client hung up.
         await all_closed(fake_engine, choices={0, 1, 2})
         exchange = await gateway.recorder.wait_for_request(response.headers["x-request-id"])
     assert exchange.client_disconnected
@@ -254,12 +263,9 @@ async def test_drain_expiry_ends_a_fanout_stream_and_closes_all_n(
 ) -> None:
     fake_engine.handler = stalls_after_one_chunk()
     with anyio.fail_after(DEADLINE):
-        async with fan_client(gateway) as client:
-            async with client.stream("POST", CHAT, json=chat(n=3, stream=True)) as response:
-                lines = response.aiter_lines()
-                assert await first_events(lines, 3) == [0, 1, 2]
-                gateway.app.state.gateway.drain.expire()
-                rest = "".join([line + "\n" async for line in lines])
+        async with three_streams_begun(gateway) as (_, lines):
+            gateway.app.state.gateway.drain.expire()
+            rest = "".join([line + "\n" async for line in lines])
         assert error_event(rest)["code"] == "shutting_down"
         await all_closed(fake_engine, choices={0, 1, 2})
 
