@@ -1,4 +1,5 @@
-"""A one-shot ``ft-gateway`` command (``test``, ``diff`` ...) run as CI runs it.
+"""A one-shot ``ft-gateway`` command (``test``, ``diff`` ...) run as CI runs it, and a
+config file that ``check`` and ``serve`` must both refuse.
 
 (tests/support/processes.py starts ``ft-gateway serve``, which runs until stopped.)"""
 
@@ -6,8 +7,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
-from tests.support.paths import ROOT
+import pytest
+
+from tests.support.paths import POLICY, ROOT
+
+ENGINE_KEY_ENV = "FT_TEST_ENGINE_KEY"
 
 
 def ft_gateway(*args: str) -> subprocess.CompletedProcess[str]:
@@ -20,3 +26,12 @@ def ft_gateway(*args: str) -> subprocess.CompletedProcess[str]:
         timeout=120,
         check=False,
     )
+
+
+def config_naming_an_unset_engine_key(directory: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A config file whose ``upstream.api_key_env`` (line 3) names ``ENGINE_KEY_ENV``, a
+    variable this test's environment does not set."""
+    monkeypatch.delenv(ENGINE_KEY_ENV, raising=False)
+    path = directory / "gw.yaml"
+    path.write_text(f"policy: {POLICY}\nupstream:\n  api_key_env: {ENGINE_KEY_ENV}\n")
+    return path
