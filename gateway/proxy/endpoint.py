@@ -25,6 +25,7 @@ from gateway.observe.exchange import Exchange
 from gateway.policy.engine import apply_policy
 from gateway.proxy.answers import check_head, whole_answer
 from gateway.proxy.fanout import FanOut, fanout_bodies, include_usage, with_usage
+from gateway.proxy.fingerprint import stamp_answer, stamp_events
 from gateway.proxy.headers import DROP_DOWNSTREAM, DROP_UPSTREAM, filter_headers, request_id_of
 from gateway.proxy.relay import error_end, relay_stream
 from gateway.proxy.request import parse_request, read_body, request_content
@@ -223,6 +224,7 @@ class ProxyEndpoint:
                     responder=responder,
                     exchange=exchange,
                     cutoff=cutoff,
+                    fingerprint=state.fingerprint(self.route),
                 )
                 await fanout.answer(
                     scope["method"],
@@ -284,6 +286,7 @@ class ProxyEndpoint:
         headers = filter_headers(response.headers, DROP_DOWNSTREAM)
         limits = self.state.settings.limits
         trace = exchange.trace
+        fingerprint = self.state.fingerprint(self.route)
         if check_head(response.status, headers, stream=exchange.stream):
             headers.append((b"cache-control", b"no-cache"))
             headers.append((b"x-accel-buffering", b"no"))
@@ -296,6 +299,8 @@ class ProxyEndpoint:
                     chunk = meter.feed(events)
                     if not chunk:
                         continue
+                    if fingerprint is not None:
+                        chunk = stamp_events(chunk, fingerprint)
                     if exchange.first_byte is None:
                         exchange.first_byte = time.perf_counter()
                     if trace is not None:
@@ -314,6 +319,8 @@ class ProxyEndpoint:
             exchange.usage = answer_usage(data)
         if trace is not None and response.status < 400:
             trace.answer(data)
+        if fingerprint is not None and response.status < 400:
+            data = stamp_answer(data, fingerprint)
         headers, data = whole_answer(response.status, headers, data)
         await responder.start(response.status, headers)
         await responder.body(data)

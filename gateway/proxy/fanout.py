@@ -34,6 +34,7 @@ from gateway.limits.meter import answer_usage, total_usage, usage_of
 from gateway.observe.exchange import Exchange
 from gateway.proxy.answers import check_head, whole_answer
 from gateway.proxy.events import EventSplitter
+from gateway.proxy.fingerprint import stamp_answer, stamp_events
 from gateway.proxy.headers import DROP_DOWNSTREAM, filter_headers
 from gateway.proxy.merge import StreamMerge, merge_answers
 from gateway.proxy.relay import error_end, stream_cut_short, stream_too_large
@@ -110,8 +111,10 @@ class FanOut:
         responder: Responder,
         exchange: Exchange,
         cutoff: Cutoff,
+        fingerprint: bytes | None = None,
     ) -> None:
         self.upstream = upstream
+        self.fingerprint = fingerprint  # system_fingerprint, for engines that send none
         self.limits = limits
         self.responder = responder
         self.exchange = exchange
@@ -195,6 +198,8 @@ class FanOut:
         self.exchange.first_byte = time.perf_counter()
         if self.exchange.trace is not None and status < 400:
             self.exchange.trace.answer(data)
+        if self.fingerprint is not None and status < 400:
+            data = stamp_answer(data, self.fingerprint)
         headers, data = whole_answer(status, headers, data)
         await self.responder.start(status, headers)
         await self.responder.body(data)
@@ -272,6 +277,8 @@ class FanOut:
             events, failure = splitter.feed(chunk)
             if events:
                 out = merge.rewrite(index, events)
+                if out and self.fingerprint is not None:
+                    out = stamp_events(out, self.fingerprint)
                 if out:
                     if self.exchange.first_byte is None:
                         self.exchange.first_byte = time.perf_counter()

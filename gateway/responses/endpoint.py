@@ -198,6 +198,11 @@ class ResponsesEndpoint(ProxyEndpoint):
             incomplete=incomplete,
             stored=plan.store,
         )
+        fingerprint = chat.get("system_fingerprint") or self.state.fingerprint(self.route)
+        if isinstance(fingerprint, bytes):
+            fingerprint = fingerprint.decode()
+        if fingerprint is not None:
+            answer["system_fingerprint"] = fingerprint
         await self._keep(plan, answer)
         payload = orjson.dumps(answer)
         await responder.start(
@@ -231,6 +236,8 @@ class ResponsesEndpoint(ProxyEndpoint):
             new_id=new_id,
             stored=plan.store,
         )
+        fingerprint = self.state.fingerprint(self.route)
+        translator.fingerprint = fingerprint.decode() if fingerprint is not None else None
         plan.translator = translator
         await responder.start(
             200,

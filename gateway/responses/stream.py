@@ -92,6 +92,8 @@ class StreamTranslator:
         self.usage: dict[str, Any] | None = None
         self.chat_usage: Any = None  # the engine's own usage object, for metering
         self.final: dict[str, Any] | None = None
+        # The response's system_fingerprint: the gateway's, or the engine's once it sends one.
+        self.fingerprint: str | None = None
 
     def _event(self, kind: str, data: dict[str, Any]) -> bytes:
         data = {"type": kind, "sequence_number": self.sequence, **data}
@@ -99,7 +101,7 @@ class StreamTranslator:
         return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
 
     def _response(self, status: str, **extra: Any) -> dict[str, Any]:
-        return response_object(
+        response = response_object(
             self.response_id,
             self.request,
             created_at=self.created_at,
@@ -108,6 +110,9 @@ class StreamTranslator:
             stored=self.stored,
             **extra,
         )
+        if self.fingerprint is not None:
+            response["system_fingerprint"] = self.fingerprint
+        return response
 
     def start(self) -> bytes:
         """``response.created`` and ``response.in_progress``."""
@@ -129,6 +134,9 @@ class StreamTranslator:
 
     def chunk(self, chunk: dict[str, Any]) -> bytes:
         """The events for one chat chunk (often one delta event, or none)."""
+        own = chunk.get("system_fingerprint")
+        if own is not None and isinstance(own, str):
+            self.fingerprint = own
         choices = chunk.get("choices")
         item = self.open
         if (
