@@ -72,7 +72,7 @@ class EngineClient:
         *,
         api_key: str | None = None,
         timeout: float = 30.0,
-        max_requests: int = 100,
+        max_requests: int = 120,
         transport: httpx.BaseTransport | None = None,
         on_request: Callable[[], None] | None = None,
     ) -> None:

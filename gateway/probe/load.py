@@ -21,7 +21,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.probe.client import Answer
+from gateway.probe.client import Answer, BudgetSpent
 from gateway.probe.context import Probe
 
 # A seed per load (None: unseeded), its temperature and prompt; three waves of 1, 2
@@ -59,6 +59,10 @@ def send_waves(probe: Probe, seed: int) -> list[Wave]:
     waves = []
     with ThreadPoolExecutor(max_workers=max(len(w) for w in LOAD_WAVES) + 2) as pool:
         for loads in LOAD_WAVES:
+            client = probe.client
+            size = len(loads) + len(TARGET_TEMPERATURES)
+            if client.sent + size > client.max_requests:  # never half a wave
+                raise BudgetSpent(f"the request budget ({client.max_requests}) is spent")
             if probe.before_wave is not None:
                 probe.before_wave((len(loads), len(TARGET_TEMPERATURES)))
             waves.append(_wave(probe, pool, loads, seed))
