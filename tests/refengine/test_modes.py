@@ -9,6 +9,7 @@ from collections.abc import AsyncIterator
 
 import anyio
 import numpy as np
+import numpy.typing as npt
 import pytest
 
 from refengine.batcher import Engine, Finished, Row
@@ -78,10 +79,11 @@ def test_the_per_batch_stream_is_keyed_by_the_first_seeded_row() -> None:
 
 
 def test_batch_variance_depends_on_the_batch_size_in_powers_of_two() -> None:
-    def varied(rows: int) -> np.ndarray:
+    def varied(rows: int) -> npt.NDArray[np.float32]:
         logits = np.zeros((rows, 50), dtype=np.float32)
         batch_variance(logits)
-        return logits[0]
+        row: npt.NDArray[np.float32] = logits[0]
+        return row
 
     assert np.array_equal(varied(2), varied(3))  # one split for 2-3 rows
     assert not np.array_equal(varied(1), varied(2))
