@@ -77,7 +77,8 @@ def check_seed(probe: Probe) -> Verdict:
         return Verdict(
             "seed",
             INCONCLUSIVE,
-            f"{alone_summary}; under load not measured: no load request got going",
+            f"{alone_summary}; under load not measured: no load request streamed, so none "
+            "was known to be running when the seeded requests were sent",
             tuple(trials),
         )
     hot = [route.text(w.targets[0]) for w in waves]
