@@ -51,7 +51,9 @@ async def _text(row: Row) -> str:
 
 
 async def _alone_then_behind(engine: Engine, params: SamplingParams, prompt: str) -> list[str]:
-    """The request alone, then queued behind three others so they share its first step."""
+    """The request alone, then queued behind two others so they share its first step
+    (seeded, so when each ends, and so the batch size at every step, is always the same:
+    3, then 2 at the least, one reduction split)."""
     tokens = engine.tokenizer.encode(prompt)
     async with running(engine):
         alone = await _text(engine.submit(tokens, params))
@@ -60,7 +62,7 @@ async def _alone_then_behind(engine: Engine, params: SamplingParams, prompt: str
             engine.submit(
                 engine.tokenizer.encode(f"topic {i}"), SamplingParams(max_tokens=60, seed=s)
             )
-            for i, s in enumerate((None, 77, None))
+            for i, s in enumerate((11, 12))
         ]
         behind = engine.submit(tokens, params)
         engine.resume()
