@@ -114,7 +114,11 @@ def check_seed(probe: Probe) -> Verdict:
 
 
 def _under_load(trial: Trial, index: int, wave: Wave) -> Trial:
-    note = f"under load, wave {index}: {len(wave.loads)} load requests, {wave.started_loads} going"
+    loads = len(wave.loads)
+    note = (
+        f"under load, wave {index}: {loads} load request{'s' if loads != 1 else ''}, "
+        f"{wave.started_loads} streaming"
+    )
     return Trial(trial.sent, f"{trial.got}; {note}")
 
 
