@@ -10,7 +10,7 @@ from gateway.drain import Drain
 from gateway.limits.limiter import Limiter
 from gateway.observe.exchange import NullObserver, Observer, Tracer
 from gateway.policy.engine import Policy
-from gateway.proxy.fingerprint import Fingerprints
+from gateway.policy.fingerprint import Fingerprints
 from gateway.routing.hint import Hinter
 from gateway.settings import Settings
 from gateway.upstream.base import UpstreamClient
@@ -33,7 +33,7 @@ class GatewayState:
     tracer: Tracer | None = None  # None: tracing is off
     hinter: Hinter | None = None  # None: no routing hints (least in flight, no priorities)
     limiter: Limiter | None = None  # None: no rate limits configured
-    # system_fingerprint for engines that send none (proxy/fingerprint.py).
+    # system_fingerprint for engines that send none (policy/fingerprint.py).
     fingerprints: Fingerprints = field(init=False)
 
     def __post_init__(self) -> None:
