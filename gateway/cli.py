@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from gateway import __version__
 from gateway.app.factory import create_app
-from gateway.commands import check, explain, schema
+from gateway.commands import check, explain, reload, schema
 from gateway.probe import command as probe_command
+from gateway.serving.pidfile import PidfileBusy, serving_pidfile
 from gateway.serving.server import run_server
 from gateway.serving.workers import available_cpus, serve_workers
 from gateway.settings import config_path, load_settings
@@ -78,6 +81,17 @@ def _add_policy_commands(sub: Any) -> None:
 
     sub.add_parser("schema", help="print the JSON Schema of policy files")
 
+    reload.add_arguments(
+        sub.add_parser(
+            "reload",
+            help="reload the running gateway's policy, API keys and limits; wait for the result",
+            description="Signal the gateway that holds the pidfile (server.pidfile, else "
+            "ft-gateway-PORT.pid in $XDG_RUNTIME_DIR or the temporary directory) and wait "
+            "for every worker's result. Exit 0 if reloaded, 1 if refused (nothing changed; "
+            "the reasons are printed), 2 if no gateway answered.",
+        )
+    )
+
 
 def serve(args: argparse.Namespace) -> int:
     """Load settings and policy, then run uvicorn until stopped."""
@@ -95,14 +109,32 @@ def serve(args: argparse.Namespace) -> int:
         return 2
     try:
         settings = load_settings(config_path(args.config), overrides=overrides)
-        app = create_app(settings)
     except SourceError as exc:
         print(f"ft-gateway: cannot start:\n{exc}", file=sys.stderr)
         return 2
-    if workers > 1:
-        return serve_workers(settings, workers=workers, log_level=args.log_level)
-    run_server(app, settings, log_level=args.log_level)
+    with contextlib.ExitStack() as stack:
+        try:
+            # Before the app is built: its reloader writes its status beside the pidfile.
+            settings.server.pidfile = stack.enter_context(serving_pidfile(settings))
+        except PidfileBusy as exc:
+            print(f"ft-gateway: cannot start: {exc}", file=sys.stderr)
+            return 3
+        try:
+            app = create_app(settings)
+        except SourceError as exc:
+            print(f"ft-gateway: cannot start:\n{exc}", file=sys.stderr)
+            return 2
+        if workers > 1:
+            return serve_workers(settings, workers=workers, log_level=args.log_level)
+        # uvicorn re-raises the SIGTERM it drained on: exit through this block (the
+        # pidfile removed) rather than die by the signal.
+        signal.signal(signal.SIGTERM, _exit_drained)
+        run_server(app, settings, log_level=args.log_level)
     return 0
+
+
+def _exit_drained(signum: int, frame: object) -> None:
+    raise SystemExit(0)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -120,6 +152,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "check": check.run,
         "explain": explain.run,
         "schema": schema.run,
+        "reload": reload.run,
     }
     args = parser.parse_args(argv)
     return commands[args.command](args)

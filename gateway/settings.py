@@ -178,6 +178,11 @@ class Server(_Section):
     drain_timeout: float = Field(
         default=30.0, ge=0, description="on SIGTERM, how long requests in flight may still run"
     )
+    pidfile: Path | None = Field(
+        default=None,
+        description="where serve writes its pid for 'ft-gateway reload' (unset: "
+        "ft-gateway-PORT.pid in $XDG_RUNTIME_DIR, else the temporary directory)",
+    )
 
 
 class Auth(_Section):
@@ -273,11 +278,19 @@ class Settings(_Section):
     # Where these settings came from (the config file and the flags), so that a
     # reload can read the file again (gateway/limits/reload.py).
     _source: tuple[str | None, dict[tuple[str, ...], Any]] | None = PrivateAttr(default=None)
+    # The settings as loaded, before serve fills in what it decides (the port that
+    # port 0 became, the pidfile): what a reload compares its new settings with.
+    _declared: dict[str, Any] = PrivateAttr(default_factory=dict)
 
     @property
     def source(self) -> tuple[str | None, dict[tuple[str, ...], Any]] | None:
         """(config file, flag overrides) these settings were loaded from."""
         return self._source
+
+    @property
+    def declared(self) -> dict[str, Any]:
+        """These settings as they were loaded (JSON types), whatever was changed since."""
+        return self._declared or self.model_dump(mode="json")
 
     def upstream_api_key(self) -> str | None:
         """The engine's API key, read from the environment variable the config names."""
@@ -369,6 +382,7 @@ def load_settings(
         keys = settings.auth.keys_file
         if keys is not None and not keys.is_absolute() and ("auth", "keys_file") not in origin:
             settings.auth.keys_file = here / keys
+    settings._declared = settings.model_dump(mode="json")
     return settings
 
 

@@ -18,20 +18,17 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gateway.access.keys import load_keyring
 from gateway.app.dispatch import DispatchingApp
 from gateway.app.health import Health
-from gateway.app.limits_reload import LimitsReloader
-from gateway.app.reload import PolicyReloader
+from gateway.app.reload import Reloader
+from gateway.app.reloadable import load_reloadable
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound, render
 from gateway.limits.limiter import make_limiter
-from gateway.limits.report import limit_problems
 from gateway.observe.exchange import UNSERVED, Exchange, Observer, Observers, Tracer
 from gateway.observe.logs import AccessLog
 from gateway.observe.metrics import Metrics
 from gateway.observe.metricsport import MetricsExposure
 from gateway.policy.engine import Policy
-from gateway.policy.loading import load_policy_file
 from gateway.proxy.endpoint import ProxyEndpoint
 from gateway.proxy.headers import request_id_of
 from gateway.responses.routes import responses_endpoint, stored_routes
@@ -42,18 +39,11 @@ from gateway.state import GatewayState
 from gateway.upstream.balancer import Balancer
 from gateway.upstream.discovery import discovering
 from gateway.upstream.factory import make_upstream
-from gateway.yamlsource import Problem, SourceError
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
 
 logger = logging.getLogger("gateway")
-
-
-def load_policy(settings: Settings) -> Policy:
-    """Load and compile the policy file the settings name (SourceError if invalid)."""
-    source, digest = load_policy_file(settings.policy)
-    return Policy(source, digest=digest, path=str(settings.policy))
 
 
 def error_response(exc: GatewayError) -> Response:
@@ -115,10 +105,12 @@ def create_app(
     this app is one of several workers, which meet there to add up metrics;
     ``worker_index``: its number among them (rate limits shared in memory);
     ``span_exporter``: where spans go instead of OTLP (the bench's no-op one)."""
+    # The same function builds what a reload and ``check`` build: they agree.
+    live = load_reloadable(settings, policy=policy)
     key = settings.upstream_api_key()
     state = GatewayState(
         settings=settings,
-        policy=policy if policy is not None else load_policy(settings),
+        policy=live.policy,
         upstream_auth=f"Bearer {key}".encode() if key else None,
     )
     upstream = settings.upstream
@@ -127,25 +119,8 @@ def create_app(
             upstream.affinity if upstream.routing == "affinity" else None,
             low_priority_profiles=frozenset(upstream.queue.low_priority_profiles),
         )
-    profiles_in_use: frozenset[str] = frozenset()
-    names: list[str] | None = None
-    if settings.auth.enabled:
-        keyring = load_keyring(
-            settings.auth.keys_file,
-            settings.auth.keys_env,
-            profiles=state.policy.source.profiles,
-        )
-        state.authenticate = keyring.authenticate
-        profiles_in_use = keyring.profiles
-        names = [k.name for k in keyring.keys]
-    problems = limit_problems(
-        settings.rate_limits,
-        key_names=names,
-        profiles=state.policy.source.profiles,
-        where=lambda path, message: Problem("config", 0, path, message),
-    )
-    if problems:
-        raise SourceError(problems)
+    if live.keyring is not None:
+        state.authenticate = live.keyring.authenticate
 
     state.limiter = make_limiter(
         settings.rate_limits, worker_dir=worker_dir, worker_index=worker_index
@@ -164,8 +139,7 @@ def create_app(
         metrics.spans_dropped = lambda: tracer.dropped
         observers.append(tracer)
     state.observer = observers[0] if len(observers) == 1 else Observers(*observers)
-    limits = LimitsReloader(settings, state.limiter, key_names=names)
-    reloader = PolicyReloader(state, metrics=metrics, profiles=profiles_in_use, also=limits.reload)
+    reloader = Reloader(state, metrics=metrics, keyring=live.keyring)
     exposure = MetricsExposure(settings, metrics, worker_dir=worker_dir)
     health = Health(state, reloader)
     store = make_store(settings.store) if settings.upstream.responses == "translate" else None

@@ -8,7 +8,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
-from gateway.app.reload import PolicyReloader
+from gateway.app.reload import Reloader
 from gateway.errors import GatewayError
 from gateway.state import GatewayState
 
@@ -16,7 +16,7 @@ from gateway.state import GatewayState
 class Health:
     """The health endpoints of one app."""
 
-    def __init__(self, state: GatewayState, reloader: PolicyReloader) -> None:
+    def __init__(self, state: GatewayState, reloader: Reloader) -> None:
         self.state = state
         self.reloader = reloader
 

@@ -1,11 +1,16 @@
-"""Live policy reload: on SIGHUP, and on a change of the policy file with ``--watch``.
+"""Live reload: on SIGHUP (``ft-gateway reload`` sends it), and with ``--watch`` on a
+change of the policy, keys or config file.
 
-The new file goes through the same loading and checks as at start-up. If it is
-valid, ``GatewayState.policy`` is replaced whole; a request reads that
-attribute once, so requests in flight finish under the policy they started
-with. If it is not, the live policy stays, and the problems are logged and
-counted. Each process reloads for itself (``--workers`` starts several, each
-handling its own SIGHUP and watching the file itself).
+A reload reads the config file again (with the flags and environment the process
+started with) and builds the policy, the API keys and the rate limits with
+``load_reloadable``, as start-up and ``check`` do. It is all or nothing: if any
+part is invalid, or the config changes a key that takes a restart, nothing
+changes, and the problems are logged, counted, shown in ``/readyz`` and written
+to this process's status file for ``ft-gateway reload``. Otherwise the policy,
+the keys and the limits are swapped at once; a request reads each once, so
+requests in flight finish as they started. Each process reloads for itself
+(``--workers`` starts several, each handling its own SIGHUP and watching the
+files itself).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ import hashlib
 import logging
 import os
 import signal
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,9 +30,17 @@ import anyio
 import watchfiles
 from anyio.abc import TaskStatus
 
+from gateway.access.keys import ApiKey, Keyring
+from gateway.app.reloadable import (
+    ConfigLines,
+    Reloadable,
+    load_reloadable,
+    restart_only_changes,
+)
+from gateway.app.reloadstatus import ReloadStatus, remove_status, status_dir, write_status
 from gateway.observe.metrics import Metrics
 from gateway.policy.engine import Policy
-from gateway.policy.loading import load_policy_file
+from gateway.settings import Settings, load_settings
 from gateway.state import GatewayState
 from gateway.yamlsource import Problem, SourceError
 
@@ -47,52 +60,44 @@ class ReloadResult:
     trigger: str  # SIGHUP, watch, ...
     at: datetime
     error: str | None = None
+    changed: tuple[str, ...] = ()  # loaded: "policy", "API keys", "rate limits"
 
 
-def read_policy(path: Path) -> Policy:
-    """Load, check and compile the policy file at ``path`` (SourceError if invalid)."""
-    source, digest = load_policy_file(path)
-    return Policy(source, digest=digest, path=str(path))
-
-
-class PolicyReloader:
-    """Reloads ``state.policy`` from its file on request, one reload at a time."""
+class Reloader:
+    """Reloads the policy, the API keys and the rate limits on request, one reload at
+    a time (``keyring``: the keys the app started with)."""
 
     def __init__(
         self,
         state: GatewayState,
         *,
         metrics: Metrics | None = None,
-        profiles: frozenset[str] = frozenset(),
-        also: Callable[[str, frozenset[str]], Awaitable[None]] | None = None,
+        keyring: Keyring | None = None,
     ) -> None:
         self.state = state
-        # Reloaded with the policy (the rate limits): told the trigger and the
-        # live policy's profiles after each attempt.
-        self.also = also
         self.metrics = metrics
-        # Profiles that API keys select: a new policy must still define them.
-        self.profiles = profiles
+        self.keys: tuple[ApiKey, ...] | None = keyring.keys if keyring is not None else None
         self.last: ReloadResult | None = None
         self.attempts = 0
         self._lock = asyncio.Lock()
         self._attempted = asyncio.Condition()
+        self._live_digest: str | None = None
         self._failed_digest: str | None = None
+        pidfile = state.settings.server.pidfile
+        self.status_dir = status_dir(pidfile) if pidfile is not None else None
 
     async def reload(self, trigger: str, *, only_if_changed: bool = False) -> ReloadResult | None:
-        """Load the policy file again; the live policy stays unless the file is valid.
+        """Read the files again; nothing changes unless all of them are valid.
 
-        With ``only_if_changed`` (file watching), nothing happens when the file's
-        bytes are those of the live policy or of the last one that failed.
+        With ``only_if_changed`` (file watching), nothing happens when the files'
+        bytes are those of the live state or of the last attempt that failed.
         """
         async with self._lock:
-            path = self.state.settings.policy
-            digest = await anyio.to_thread.run_sync(_digest_or_none, path)
-            if only_if_changed and digest in (self.state.policy.digest, self._failed_digest):
+            digest = await anyio.to_thread.run_sync(self._digest)
+            if only_if_changed and digest in (self._live_digest, self._failed_digest):
                 return None
             try:
-                policy = await anyio.to_thread.run_sync(read_policy, path)
-                self._check_profiles(policy)
+                new = await anyio.to_thread.run_sync(self._prepare)
             except SourceError as exc:
                 result = self._failed(trigger, digest, str(exc), exc_info=False)
                 self._failed_digest = digest
@@ -100,73 +105,145 @@ class PolicyReloader:
                 error = f"{type(exc).__name__}: {exc}"
                 result = self._failed(trigger, digest, error, exc_info=True)
             else:
-                result = self._loaded(trigger, policy)
+                result = self._apply(trigger, new)
+                self._live_digest, self._failed_digest = digest, None
             self.last = result
             if self.metrics is not None:
                 self.metrics.policy_reload(result.result)
-            if self.also is not None:
-                await self.also(trigger, frozenset(self.state.policy.source.profiles))
             async with self._attempted:
                 self.attempts += 1
+                self._write_status()
                 self._attempted.notify_all()
             return result
-
-    def _check_profiles(self, policy: Policy) -> None:
-        missing = sorted(self.profiles - set(policy.source.profiles))
-        if missing:
-            names = ", ".join(f"'{m}'" for m in missing)
-            raise SourceError(
-                [
-                    Problem(
-                        policy.path,
-                        1,
-                        ("profiles",),
-                        f"API keys select profiles this policy does not define: {names}",
-                    )
-                ]
-            )
 
     async def wait_for_attempts(self, count: int) -> None:
         """Return once ``count`` reloads have been attempted in all."""
         async with self._attempted:
             await self._attempted.wait_for(lambda: self.attempts >= count)
 
-    def _loaded(self, trigger: str, policy: Policy) -> ReloadResult:
-        old = self.state.policy
-        self._failed_digest = None
-        if policy.digest == old.digest:
-            logger.info(
-                "policy unchanged",
-                extra=_policy_fields(old) | {"event": "policy_reload", "trigger": trigger},
+    def _files(self) -> list[Path]:
+        settings = self.state.settings
+        source = settings.source
+        files = [settings.policy]
+        if source is not None and source[0] is not None:
+            files.append(Path(source[0]))
+        if settings.auth.keys_file is not None:
+            files.append(settings.auth.keys_file)
+        return files
+
+    def _digest(self) -> str:
+        digest = hashlib.sha256()
+        for path in self._files():
+            digest.update(str(path).encode() + b"\0")
+            try:
+                digest.update(hashlib.sha256(path.read_bytes()).digest())
+            except OSError:
+                digest.update(b"unreadable")
+        return digest.hexdigest()
+
+    def _read_settings(self) -> Settings:
+        live = self.state.settings
+        source = live.source
+        if source is None or source[0] is None:
+            return live  # no config file: the policy and keys files are read again
+        file, overrides = source
+        return load_settings(file, overrides=overrides)
+
+    def _prepare(self) -> Reloadable:
+        """Build the new state, or SourceError with every reason it cannot be."""
+        settings = self._read_settings()
+        config = ConfigLines(settings)
+        problems: list[Problem] = [
+            config.problem(path, "changes only with a restart (reload leaves it as it is)")
+            for path in restart_only_changes(self.state.settings, settings)
+        ]
+        if self.state.limiter is None and settings.rate_limits.enabled:
+            problems.append(
+                config.problem(
+                    ("rate_limits",),
+                    "rate limits were off at start: turning them on takes a restart",
+                )
             )
-            return ReloadResult(UNCHANGED, trigger, policy.loaded_at)
-        self.state.policy = policy
-        if self.metrics is not None:
-            self.metrics.policy_live(policy)
-        logger.info(
-            "policy loaded",
-            extra=_policy_fields(policy)
-            | {"event": "policy_reload", "trigger": trigger, "previous_sha256": old.digest},
+        try:
+            new = load_reloadable(settings)
+        except SourceError as exc:
+            problems.extend(exc.problems)
+        if problems:
+            raise SourceError(problems)
+        return new
+
+    def _apply(self, trigger: str, new: Reloadable) -> ReloadResult:
+        state = self.state
+        old = state.policy
+        changed: list[str] = []
+        if new.policy.digest != old.digest:
+            state.policy = new.policy
+            if self.metrics is not None:
+                self.metrics.policy_live(new.policy)
+            changed.append("policy")
+        keys = new.keyring.keys if new.keyring is not None else None
+        if keys != self.keys:
+            state.authenticate = new.keyring.authenticate if new.keyring is not None else None
+            self.keys = keys
+            changed.append("API keys")
+        limits = new.settings.rate_limits
+        limiter = state.limiter
+        if limiter is not None:
+            limits = limits.model_copy(
+                update={"store": limiter.config.store, "redis": limiter.config.redis}
+            )
+            if limits != limiter.config:
+                limiter.reconfigure(limits)
+                changed.append("rate limits")
+        state.settings = state.settings.model_copy(
+            update={"policy": new.settings.policy, "auth": new.settings.auth, "rate_limits": limits}
         )
-        return ReloadResult(LOADED, trigger, policy.loaded_at)
+        fields = _policy_fields(state.policy) | {"event": "reload", "trigger": trigger}
+        if not changed:
+            logger.info("reload: nothing changed", extra=fields | {"changed": []})
+            return ReloadResult(UNCHANGED, trigger, datetime.now(UTC))
+        if "policy" in changed:
+            fields["previous_sha256"] = old.digest
+        logger.info("reloaded: " + ", ".join(changed), extra=fields | {"changed": changed})
+        return ReloadResult(LOADED, trigger, datetime.now(UTC), changed=tuple(changed))
 
     def _failed(
         self, trigger: str, digest: str | None, error: str, *, exc_info: bool
     ) -> ReloadResult:
         logger.error(
-            "policy reload failed; the live policy stays",
+            "reload failed; the live policy, API keys and rate limits stay",
             exc_info=exc_info,
             extra=_policy_fields(self.state.policy, prefix="live_")
-            | {"event": "policy_reload", "trigger": trigger, "file_sha256": digest, "error": error},
+            | {"event": "reload", "trigger": trigger, "files_sha256": digest, "error": error},
         )
         return ReloadResult(FAILED, trigger, datetime.now(UTC), error)
+
+    def _write_status(self) -> None:
+        if self.status_dir is None:
+            return
+        last = self.last
+        status = ReloadStatus(
+            os.getpid(),
+            self.attempts,
+            last.result if last is not None else "started",
+            last.error if last is not None else None,
+            last.changed if last is not None else (),
+        )
+        try:
+            write_status(self.status_dir, status)
+        except OSError as exc:
+            logger.error(
+                "cannot write the reload status: 'ft-gateway reload' will not see this process",
+                extra={"event": "reload_status", "path": str(self.status_dir), "error": str(exc)},
+            )
 
     @contextlib.asynccontextmanager
     async def running(self, *, watch: bool) -> AsyncIterator[None]:
         """Reload on SIGHUP (where this process can receive it) and, with ``watch``, on
-        changes of the policy file, until the block exits."""
+        changes of the policy, keys or config file, until the block exits."""
         wanted = asyncio.Event()
         stop = anyio.Event()
+        self._live_digest = await anyio.to_thread.run_sync(self._digest)
 
         async def serve_signals() -> None:
             while True:
@@ -179,6 +256,8 @@ class PolicyReloader:
             if watch:
                 await tg.start(self._watch, stop)
             remove = _on_sighup(wanted.set)
+            async with self._attempted:
+                self._write_status()
             live = self.state.policy
             logger.info(
                 "policy live",
@@ -188,17 +267,19 @@ class PolicyReloader:
                 yield
             finally:
                 remove()
+                if self.status_dir is not None:
+                    remove_status(self.status_dir, os.getpid())
                 stop.set()
                 tg.cancel_scope.cancel()
 
     async def _watch(
         self, stop: anyio.Event, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        # The directory, not the file: editors and Kubernetes ConfigMaps replace
+        # The directories, not the files: editors and Kubernetes ConfigMaps replace
         # a file (rename, symlink swap) rather than write it in place.
-        path = Path(os.path.abspath(self.state.settings.policy))
+        directories = sorted({Path(os.path.abspath(f)).parent for f in self._files()})
         changes = watchfiles.awatch(
-            path.parent,
+            *directories,
             watch_filter=None,
             debounce=WATCH_DEBOUNCE_MS,
             recursive=False,
@@ -212,16 +293,13 @@ class PolicyReloader:
                 await self.reload("watch", only_if_changed=True)
         except Exception as exc:
             logger.error(
-                "cannot watch the policy file; SIGHUP still reloads it",
-                extra={"event": "policy_watch", "path": str(path), "error": str(exc)},
+                "cannot watch the files; SIGHUP still reloads them",
+                extra={
+                    "event": "policy_watch",
+                    "paths": [str(d) for d in directories],
+                    "error": str(exc),
+                },
             )
-
-
-def _digest_or_none(path: Path) -> str | None:
-    try:
-        return hashlib.sha256(path.read_bytes()).hexdigest()
-    except OSError:
-        return None
 
 
 def _policy_fields(policy: Policy, *, prefix: str = "") -> dict[str, str]:

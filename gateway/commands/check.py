@@ -2,7 +2,10 @@
 
 Like ``nginx -t``: every problem of every file is reported as
 ``file:line: key.path: what is wrong``, so an edit is caught before it goes live.
-The checks are the ones the server runs when it loads (or reloads) the files.
+The config, the policy, the API keys, the limits against the keys and the
+engine's key variable are built by ``load_reloadable``, the function start-up and
+reload call: what ``check`` passes, a reload accepts (but for a change of a key
+that takes a restart, which only the running gateway can see).
 """
 
 from __future__ import annotations
@@ -11,24 +14,15 @@ import argparse
 import hashlib
 import os
 import sys
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gateway.access.keys import load_keyring
-from gateway.limits.report import limit_problems
+from gateway.app.reloadable import load_reloadable
 from gateway.policy.engine import Policy
 from gateway.policy.loading import check_policy
 from gateway.settings import Settings, config_path, load_settings
-from gateway.yamlsource import (
-    Problem,
-    SourceError,
-    YamlDocument,
-    decode_source,
-    load_yaml,
-    parse_yaml,
-    read_source,
-)
+from gateway.yamlsource import Problem, SourceError, decode_source, parse_yaml, read_source
 
 
 @dataclass
@@ -90,22 +84,6 @@ def check_config_path(
     return result, settings
 
 
-def check_keys(
-    settings: Settings, profiles: Iterable[str], *, environ: Mapping[str, str]
-) -> CheckedFile:
-    """Check the API keys the config names, against the profiles of its policy."""
-    auth = settings.auth
-    where = display_path(auth.keys_file) if auth.keys_file is not None else f"${auth.keys_env}"
-    result = CheckedFile(where)
-    try:
-        keyring = load_keyring(auth.keys_file, auth.keys_env, profiles=profiles, environ=environ)
-    except SourceError as exc:
-        result.problems.extend(exc.problems)
-    else:
-        result.summary = f"{len(keyring.keys)} API keys"
-    return result
-
-
 def check_files(
     config: str | Path | None,
     policies: Sequence[str | Path],
@@ -128,42 +106,48 @@ def check_files(
         if key not in seen:
             seen.add(key)
             results.append(check_policy_path(path))
-    if settings is not None and settings.auth.enabled:
-        named = results[1]
-        if named.profiles is not None:  # else its problems are reported already
-            results.append(check_keys(settings, named.profiles, environ=environ))
-    if settings is not None and settings.rate_limits.enabled and results[1].profiles is not None:
-        results[0].problems.extend(
-            check_rate_limits(config, settings, results[1].profiles, environ=environ)
-        )
+    if settings is not None:
+        check_reloadable(settings, results, environ=environ)
     return results
 
 
-def check_rate_limits(
-    config: str | Path | None,
-    settings: Settings,
-    profiles: Iterable[str],
-    *,
-    environ: Mapping[str, str],
-) -> list[Problem]:
-    """Rate limits that could never apply (see gateway/limits/report.py)."""
-    doc = load_yaml(config) if config is not None else YamlDocument(file="<defaults>", data={})
-    names: list[str] | None = None
+def check_reloadable(
+    settings: Settings, results: list[CheckedFile], *, environ: Mapping[str, str]
+) -> None:
+    """Add to ``results`` what start-up and reload would refuse (the same function
+    builds it): the keys against the policy, the limits against the keys, the engine's
+    key variable. A problem already reported (the policy's own) is not repeated."""
     auth = settings.auth
+    keys: CheckedFile | None = None
     if auth.enabled:
-        try:
-            keyring = load_keyring(
-                auth.keys_file, auth.keys_env, profiles=profiles, environ=environ
-            )
-        except SourceError:
-            return []  # reported with the keys
-        names = [k.name for k in keyring.keys]
-    return limit_problems(
-        settings.rate_limits,
-        key_names=names,
-        profiles=profiles,
-        where=lambda path, message: doc.problem(path, message),
-    )
+        where = display_path(auth.keys_file) if auth.keys_file is not None else f"${auth.keys_env}"
+        keys = CheckedFile(where)
+        results.append(keys)
+    try:
+        live = load_reloadable(settings, environ=environ)
+    except SourceError as exc:
+        reported = {_identity(p) for r in results for p in r.problems}
+        for problem in exc.problems:
+            if _identity(problem) in reported:
+                continue
+            _result_for(results, problem.file).problems.append(problem)
+        return
+    if keys is not None and live.keyring is not None:
+        keys.summary = f"{len(live.keyring.keys)} API keys"
+
+
+def _identity(problem: Problem) -> tuple[Path, int, tuple[str | int, ...], str]:
+    return (Path(problem.file).resolve(), problem.line, problem.path, problem.message)
+
+
+def _result_for(results: list[CheckedFile], file: str) -> CheckedFile:
+    path = Path(file).resolve()
+    for result in results:
+        if Path(result.path).resolve() == path:
+            return result
+    result = CheckedFile(display_path(file))
+    results.append(result)
+    return result
 
 
 def format_report(results: Sequence[CheckedFile]) -> tuple[str, int]:

@@ -115,6 +115,13 @@ def _stop_with_parent() -> None:
     threading.Thread(target=watch, name="parent-watch", daemon=True).start()
 
 
+def _name_process(name: str) -> None:
+    """Show the worker as ``name`` in ps/top/pgrep (its command line is Python's spawn
+    one). Linux only; 15 bytes at most."""
+    with contextlib.suppress(OSError):
+        Path("/proc/self/comm").write_text(name[:15])
+
+
 def _run_worker(
     settings: Settings,
     log_level: str,
@@ -127,6 +134,7 @@ def _run_worker(
     which a worker started in its place gets too (rate-limit counts per worker)."""
     # Until the app's lifespan takes SIGHUP over for reloads, one must not kill us.
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    _name_process(f"ft-gateway-w{index}")
     _stop_with_parent()
     listen = settings.listen
     sock = shared if shared is not None else reuse_port_socket(listen.host, listen.port)

@@ -19,9 +19,11 @@ import httpx
 import pytest
 
 from gateway.app.factory import create_app
-from gateway.app.reload import PolicyReloader
+from gateway.app.reload import Reloader
+from gateway.serving.pidfile import pidfile_of
 from tests.support.bodies import CHAT, chat, without_fingerprint
 from tests.support.gateways import gateway_settings
+from tests.support.limits import auth, write_keys
 from tests.support.metrics import Scrape
 from tests.support.paths import BATCH_PROFILE, POLICY, ROOT
 from tests.support.servers import free_port, running_server, serve_environ
@@ -83,7 +85,7 @@ def policy(tmp_path: Path) -> Path:
 @asynccontextmanager
 async def gateway(
     policy: Path, engine: Engine, *, watch: bool = False
-) -> AsyncIterator[tuple[httpx.AsyncClient, PolicyReloader]]:
+) -> AsyncIterator[tuple[httpx.AsyncClient, Reloader]]:
     settings = gateway_settings(
         policy=policy, overrides={("watch_policy",): watch, ("log", "requests"): False}
     )
@@ -98,7 +100,7 @@ def send_sighup() -> None:
     os.kill(os.getpid(), signal.SIGHUP)
 
 
-async def attempts(reloader: PolicyReloader, count: int) -> None:
+async def attempts(reloader: Reloader, count: int) -> None:
     with anyio.fail_after(60):
         await reloader.wait_for_attempts(count)
 
@@ -169,9 +171,10 @@ async def test_invalid_edit_leaves_the_old_policy_serving(
         assert m("ft_gateway_policy_info", **info) == 1
 
         [logged] = [r for r in caplog.records if r.name == "gateway.reload" and r.levelno >= 40]
-        assert logged.getMessage() == "policy reload failed; the live policy stays"
+        assert (
+            logged.getMessage() == "reload failed; the live policy, API keys and rate limits stay"
+        )
         assert logged.__dict__["live_sha256"] == sha256(ORIGINAL)
-        assert logged.__dict__["file_sha256"] == sha256(TYPO)
         assert f"{policy}:" in logged.__dict__["error"]
 
         policy.unlink()  # a missing file is a failed reload too
@@ -201,6 +204,40 @@ async def test_watch_reloads_on_change(policy: Path) -> None:
         await attempts(reloader, 3)
         assert reloader.last.result == "loaded"
         assert (await client.post(CHAT, json=chat(logprobs=True))).status_code == 400
+
+
+@pytest.mark.anyio
+async def test_watch_reloads_the_api_keys(policy: Path, tmp_path: Path) -> None:
+    directory = tmp_path / "keys"
+    directory.mkdir()
+    keys = write_keys(directory, {"alice": None, "bob": None})
+    settings = gateway_settings(
+        policy=policy,
+        overrides={
+            ("watch_policy",): True,
+            ("log", "requests"): False,
+            ("auth", "keys_file"): str(keys),
+        },
+    )
+    app = create_app(settings, transport=httpx.MockTransport(Engine()))
+    reloader: Reloader = app.state.reloader
+    async with running_server(app) as url, httpx.AsyncClient(base_url=url) as client:
+
+        async def status(name: str) -> int:
+            return (await client.post(CHAT, json=chat(), headers=auth(name))).status_code
+
+        assert (await status("bob"), await status("carol")) == (200, 401)
+        staging = tmp_path / "new"
+        staging.mkdir()
+        write_atomically(keys, write_keys(staging, {"alice": None, "carol": None}).read_text())
+        await attempts(reloader, 1)
+        assert reloader.last is not None
+        assert (reloader.last.result, reloader.last.changed) == ("loaded", ("API keys",))
+        assert (await status("bob"), await status("carol"), await status("alice")) == (
+            401,
+            200,
+            200,
+        )
 
 
 def read_until(stream: IO[str], event: str) -> dict[str, Any]:
@@ -239,12 +276,14 @@ def test_sighup_reaches_a_real_serve_process(policy: Path) -> None:
         text=True,
     )
     assert proc.stdout is not None
+    pidfile = pidfile_of(gateway_settings(overrides={("listen", "port"): port}))
     try:
         live = read_until(proc.stdout, "policy_live")
         assert live["sha256"] == sha256(ORIGINAL)
         assert live["level"] == "info" and live["logger"] == "gateway.reload"
         while "Uvicorn running" not in json.loads(proc.stdout.readline())["message"]:
             pass
+        assert pidfile is not None and pidfile.read_text() == f"{proc.pid}\n"
         with httpx.Client(base_url=f"http://127.0.0.1:{port}") as client:
             assert client.post(CHAT, json=chat(logprobs=True)).status_code == 400
             refused = read_until(proc.stdout, "request")
@@ -252,8 +291,8 @@ def test_sighup_reaches_a_real_serve_process(policy: Path) -> None:
 
             write_atomically(policy, LOGPROBS_PASS)
             proc.send_signal(signal.SIGHUP)
-            loaded = read_until(proc.stdout, "policy_reload")
-            assert loaded["message"] == "policy loaded"
+            loaded = read_until(proc.stdout, "reload")
+            assert loaded["message"] == "reloaded: policy"
             assert loaded["sha256"] == sha256(LOGPROBS_PASS)
             assert loaded["previous_sha256"] == sha256(ORIGINAL)
 
@@ -268,8 +307,9 @@ def test_sighup_reaches_a_real_serve_process(policy: Path) -> None:
         proc.send_signal(signal.SIGTERM)
         proc.wait(timeout=30)
         proc.stdout.close()
-    # uvicorn shuts down gracefully, then re-raises the signal it caught.
-    assert proc.returncode in (0, -signal.SIGTERM)
+    # Drained and exited through serve's cleanup: the pidfile is gone.
+    assert proc.returncode == 0
+    assert not pidfile.exists()
 
 
 @pytest.mark.anyio
@@ -281,12 +321,12 @@ async def test_a_policy_must_keep_the_profiles_api_keys_select(
     keys.write_text(f"keys:\n  - {{name: batch, sha256: {'a' * 64}, profile: batch}}\n")
     settings = gateway_settings(policy=policy, overrides={("auth", "keys_file"): str(keys)})
     app = create_app(settings, transport=httpx.MockTransport(Engine()))
-    reloader: PolicyReloader = app.state.reloader
+    reloader: Reloader = app.state.reloader
     policy.write_text(LOGPROBS_PASS)  # the profile is gone
     result = await reloader.reload("test")
     assert result is not None and result.result == "failed"
     assert result.error == (
-        f"{policy}:1: profiles: API keys select profiles this policy does not define: 'batch'"
+        f"{keys}:2: keys[0].profile: profile 'batch' is not defined in the policy's 'profiles'"
     )
     assert app.state.gateway.policy.digest == sha256(ORIGINAL + BATCH_PROFILE)
     policy.write_text(LOGPROBS_PASS + BATCH_PROFILE)

@@ -12,7 +12,7 @@ import pytest
 from gateway.cli import main
 from gateway.policy.loading import load_policy_file
 from gateway.yamlsource import SourceError
-from tests.support.paths import FIXTURES, ROOT
+from tests.support.paths import FIXTURES, POLICY, ROOT
 
 BROKEN = FIXTURES / "policies" / "broken"
 CHAT = "routes./v1/chat/completions.fields"
@@ -352,3 +352,39 @@ def test_api_keys_are_checked_against_the_policy_profiles(
     status, lines = run_check(["--config", str(config)], capsys)
     assert status == 0
     assert lines[0].endswith(f"; {keys} (1 API keys)")
+
+
+def test_an_unset_engine_key_variable_fails_check_as_it_fails_serve(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("FT_TEST_ENGINE_KEY", raising=False)
+    config = tmp_path / "gw.yaml"
+    config.write_text(f"policy: {POLICY}\nupstream:\n  api_key_env: FT_TEST_ENGINE_KEY\n")
+    status, lines = run_check(["--config", str(config)], capsys)
+    assert status == 1
+    assert lines == [
+        f"{config}:3: upstream.api_key_env: variable FT_TEST_ENGINE_KEY is not set: the engine "
+        "would get requests without its key",
+        "1 problem in 1 of 2 files",
+    ]
+    monkeypatch.setenv("FT_TEST_ENGINE_KEY", "sk-engine")
+    status, lines = run_check(["--config", str(config)], capsys)
+    assert status == 0
+
+
+def test_limits_are_checked_against_the_keys_as_a_reload_checks_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    keys = tmp_path / "keys.yaml"
+    keys.write_text(f"keys:\n  - {{name: alice, sha256: {'a' * 64}}}\n")
+    config = tmp_path / "gw.yaml"
+    config.write_text(
+        f"policy: {POLICY}\nauth:\n  keys_file: keys.yaml\n"
+        "rate_limits:\n  keys:\n    erin: {requests_per_minute: 1}\n"
+    )
+    status, lines = run_check(["--config", str(config)], capsys)
+    assert status == 1
+    assert lines == [
+        f"{config}:6: rate_limits.keys.erin: no API key is named 'erin'",
+        "1 problem in 1 of 3 files",
+    ]

@@ -1,5 +1,6 @@
 """Rate limits reload with the policy (SIGHUP): read again from the config file the
-gateway started with; invalid limits are refused and the live ones stay."""
+gateway started with; invalid limits, or a change that takes a restart, are refused
+and the live ones stay."""
 
 from __future__ import annotations
 
@@ -48,20 +49,24 @@ async def test_sighup_reloads_the_limits_from_the_config_file(
         with caplog.at_level(logging.WARNING, logger="gateway.reload"):
             # A key no API key has: refused, the live limits stay.
             write_config(tmp_path, "http://engine", limits(30, keys={"nobody": {}}))
-            await app.state.reloader.reload("SIGHUP")
+            result = await app.state.reloader.reload("SIGHUP")
+            assert result.result == "failed"
+            assert "rate_limits.keys.nobody: no API key is named 'nobody'" in result.error
             assert await limit_header(client) == "20"
-            # The store changes only with a restart; the limits do change.
+            # The store changes only with a restart: the whole reload is refused.
             write_config(tmp_path, "http://engine", limits(40, store="redis"))
-            await app.state.reloader.reload("SIGHUP")
-            assert await limit_header(client) == "40"
+            result = await app.state.reloader.reload("SIGHUP")
+            assert result.result == "failed"
+            assert "rate_limits.store: changes only with a restart" in result.error
+            assert await limit_header(client) == "20"
             assert app.state.gateway.limiter.store.kind == "local"
             # No limits any more: every request passes, without headers.
             write_config(tmp_path, "http://engine", {})
-            await app.state.reloader.reload("SIGHUP")
+            result = await app.state.reloader.reload("SIGHUP")
+            assert (result.result, result.changed) == ("loaded", ("rate limits",))
             assert await limit_header(client) is None
     messages = [r.message for r in caplog.records]
-    assert "rate limits reload failed; the live limits stay" in messages
-    assert "rate_limits.store and rate_limits.redis change only with a restart" in messages
+    assert messages == ["reload failed; the live policy, API keys and rate limits stay"] * 2
 
 
 async def test_limits_off_at_start_need_a_restart(
@@ -71,12 +76,10 @@ async def test_limits_off_at_start_need_a_restart(
     app = create_app(load_settings(path, environ={}), transport=httpx.MockTransport(canned))
     async with asgi_client(app) as client:
         write_config(tmp_path, "http://engine", {"default": {"requests_per_minute": 1}})
-        with caplog.at_level(logging.WARNING, logger="gateway.reload"):
-            await app.state.reloader.reload("SIGHUP")
+        result = await app.state.reloader.reload("SIGHUP")
+        assert result.result == "failed"
+        assert "rate limits were off at start: turning them on takes a restart" in result.error
         assert await limit_header(client) is None
-    assert "rate limits were off at start: restart the gateway to turn them on" in [
-        r.message for r in caplog.records
-    ]
     # Settings with no config file (the tests' own): nothing to read again.
     app = create_app(gateway_settings("http://engine"), transport=httpx.MockTransport(canned))
     async with asgi_client(app):

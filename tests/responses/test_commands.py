@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import json
 
-from gateway.app.factory import load_policy
+from gateway.app.reloadable import read_policy
 from gateway.commands.explain import explain_request, guess_route
 from tests.support.gateways import gateway_settings
 from tests.support.responses import RESPONSES, responses_request
 
 
 def test_explain_takes_a_body_with_input_for_the_responses_route() -> None:
-    policy = load_policy(gateway_settings())
+    policy = read_policy(gateway_settings().policy)
     raw = json.dumps(responses_request(tools=[{"type": "web_search"}], user="u")).encode()
     assert guess_route(raw) == RESPONSES
     result = explain_request(policy, raw)
@@ -24,7 +24,7 @@ def test_explain_takes_a_body_with_input_for_the_responses_route() -> None:
 
 
 def test_explain_walks_input_items() -> None:
-    policy = load_policy(gateway_settings())
+    policy = read_policy(gateway_settings().policy)
     body = responses_request(
         input=[{"role": "developer", "content": [{"type": "input_text", "text": "x"}]}]
     )

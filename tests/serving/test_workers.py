@@ -89,7 +89,7 @@ async def test_two_workers_serve_reload_on_sighup_and_restart(tmp_path: Path) ->
                 seen = len(gateway.lines)
                 os.kill(gateway.process.pid, signal.SIGHUP)
                 for _ in pids:
-                    match = await gateway.wait_for_line("policy loaded", after=seen)
+                    match = await gateway.wait_for_line("reloaded: policy", after=seen)
                     seen = gateway.lines.index(match.string) + 1
                 for client in pinned.values():
                     assert (await client.post(CHAT, json=body)).status_code == 200
