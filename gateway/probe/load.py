@@ -47,11 +47,7 @@ class Wave:
 
     targets: list[Answer]
     loads: list[Answer]
-
-    @property
-    def started_loads(self) -> int:
-        """Loads that were streaming (an event came) before the targets were sent."""
-        return sum(1 for a in self.loads if a.ok and a.events)
+    started_loads: int  # loads that were streaming (an event had come) when targets went
 
 
 def send_waves(probe: Probe, seed: int) -> list[Wave]:
@@ -85,12 +81,12 @@ def _wave(
         futures.append(pool.submit(client.stream, route.path, body, answer=answer))
     for answer in load_answers:
         answer.started.wait(client.timeout)
+    streaming = sum(1 for a in load_answers if a.events)
     targets = [
         pool.submit(probe.post, temperature=temperature, seed=seed)
         for temperature in TARGET_TEMPERATURES
     ]
-    wave = Wave([f.result() for f in targets], [f.result() for f in futures])
-    return wave
+    return Wave([f.result() for f in targets], [f.result() for f in futures], streaming)
 
 
 def _load_body(probe: Probe, seed: int | None, temperature: float, prompt: str) -> dict[str, Any]:
