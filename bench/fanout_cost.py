@@ -33,18 +33,7 @@ from collections.abc import Sequence
 import orjson
 
 from bench.fake_engine import stream_events
-from bench.inprocess import (
-    BODY,
-    HEADER,
-    PACED,
-    Variant,
-    describe,
-    fake_engine,
-    measure,
-    pair_rows,
-    run,
-    settings_for,
-)
+from bench.inprocess import BODY, PACED, Variant, compare_pairs, pair_options
 from bench.table import format_number, markdown
 from gateway.proxy.events import EventSplitter
 from gateway.proxy.merge import StreamMerge
@@ -90,18 +79,10 @@ def rewrite_cost(*, number: int, rounds: int) -> tuple[float, float]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.fanout_cost", description=__doc__)
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--number", type=int, default=200, help="requests per variant per round")
+    pair_options(parser)
     parser.add_argument("--n", type=int, default=3, help="the fan-out measured")
-    parser.add_argument("--client", default=None, help="upstream.client (default: the default)")
     args = parser.parse_args(argv)
-    pairs = variants(args.n)
-    measured = [v for pair in pairs for v in pair]
-    with fake_engine() as url:
-        settings = settings_for(url, client=args.client)
-        figures = run(measure(settings, measured, rounds=args.rounds, number=args.number))
-    print(describe(settings, rounds=args.rounds, number=args.number))
-    print(markdown([HEADER, *pair_rows(pairs, figures)]))
+    compare_pairs(variants(args.n), args)
     check, rewrite = rewrite_cost(number=20000, rounds=args.rounds)
     print()
     print("per streamed chunk (a 64-chunk stream's typical event)")

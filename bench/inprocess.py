@@ -7,10 +7,14 @@ Shared by the benchmarks that compare pairs of request kinds side by side
 (bench/fanout_cost.py, bench/responses_cost.py) and by bench/limiter_cost.py: one
 request at a time, the kinds interleaved round by round so a noisy machine slows all
 alike, medians of the rounds.
+
+The gateway itself is imported only where an app is built, so that bench/callcount.py
+can use the harness with another checkout's ``gateway`` first on ``sys.path``.
 """
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import contextlib
 import os
@@ -20,11 +24,12 @@ import sys
 import time
 from collections.abc import Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from bench.table import format_number
-from gateway.app.factory import create_app
-from gateway.settings import Settings, load_settings
+from bench.table import format_number, markdown
+
+if TYPE_CHECKING:
+    from gateway.settings import Settings
 
 CHAT = "/v1/chat/completions"
 BODY: dict[str, Any] = {
@@ -144,6 +149,8 @@ async def measure(
     settings: Settings, measured: list[Variant], *, rounds: int, number: int
 ) -> dict[str, tuple[float, float]]:
     """Per variant: (median p50 latency in us, median CPU us per request)."""
+    from gateway.app.factory import create_app
+
     app = create_app(settings)
     latency: dict[str, list[float]] = {v.name: [] for v in measured}
     cpu: dict[str, list[float]] = {v.name: [] for v in measured}
@@ -168,6 +175,8 @@ async def measure(
 def settings_for(url: str, *, client: str | None = None) -> Settings:
     """The default settings against the engine at ``url``, no access log, and none of
     this environment's FT_GATEWAY_* variables."""
+    from gateway.settings import load_settings
+
     overrides: dict[tuple[str, ...], Any] = {("upstream", "url"): url, ("log", "requests"): False}
     if client is not None:
         overrides[("upstream", "client")] = client
@@ -197,6 +206,24 @@ def pair_rows(
         rows[-1][3] = format_number(figures[other.name][0] / figures[base.name][0])
         rows[-1][4] = format_number(figures[other.name][1] / figures[base.name][1])
     return rows
+
+
+def pair_options(parser: argparse.ArgumentParser) -> None:
+    """The options of a pairs bench: rounds, requests per round, the upstream client."""
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--number", type=int, default=200, help="requests per variant per round")
+    parser.add_argument("--client", default=None, help="upstream.client (default: the default)")
+
+
+def compare_pairs(pairs: Sequence[tuple[Variant, Variant]], args: argparse.Namespace) -> None:
+    """Measure ``pairs`` (options of ``pair_options``) against the fake engine and print
+    what was measured and the table."""
+    measured = [v for pair in pairs for v in pair]
+    with fake_engine() as url:
+        settings = settings_for(url, client=args.client)
+        figures = run(measure(settings, measured, rounds=args.rounds, number=args.number))
+    print(describe(settings, rounds=args.rounds, number=args.number))
+    print(markdown([HEADER, *pair_rows(pairs, figures)]))
 
 
 def describe(settings: Settings, *, rounds: int, number: int) -> str:

@@ -23,19 +23,7 @@ from typing import Any
 
 import orjson
 
-from bench.inprocess import (
-    BODY,
-    HEADER,
-    PACED,
-    Variant,
-    describe,
-    fake_engine,
-    measure,
-    pair_rows,
-    run,
-    settings_for,
-)
-from bench.table import markdown
+from bench.inprocess import BODY, PACED, Variant, compare_pairs, pair_options
 
 CHAT: dict[str, Any] = BODY
 RESPONSES: dict[str, Any] = {
@@ -71,17 +59,8 @@ def variants() -> list[tuple[Variant, Variant]]:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.responses_cost", description=__doc__)
-    parser.add_argument("--rounds", type=int, default=7)
-    parser.add_argument("--number", type=int, default=200, help="requests per variant per round")
-    parser.add_argument("--client", default=None, help="upstream.client (default: the default)")
-    args = parser.parse_args(argv)
-    pairs = variants()
-    measured = [v for pair in pairs for v in pair]
-    with fake_engine() as url:
-        settings = settings_for(url, client=args.client)
-        figures = run(measure(settings, measured, rounds=args.rounds, number=args.number))
-    print(describe(settings, rounds=args.rounds, number=args.number))
-    print(markdown([HEADER, *pair_rows(pairs, figures)]))
+    pair_options(parser)
+    compare_pairs(variants(), parser.parse_args(argv))
     return 0
 
 

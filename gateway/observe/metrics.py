@@ -202,18 +202,22 @@ class Metrics:
             t.upstream_errors[kind] = t.upstream_errors.get(kind, 0) + 1
 
     def _count_tokens(self, route: str, model: str, client: str | None, usage: Usage) -> None:
+        # Written out, not looped over the three kinds: this runs on every answer.
         tokens = self.tallies.tokens
-        clients = self.tallies.client_tokens
-        for kind, n in (
-            ("prompt", usage.prompt),
-            ("completion", usage.completion),
-            ("total", usage.total),
-        ):
-            key = (route, model, kind)
-            tokens[key] = tokens.get(key, 0) + n
-            if client is not None:
-                ckey = (client, kind)
-                clients[ckey] = clients.get(ckey, 0) + n
+        key = (route, model, "prompt")
+        tokens[key] = tokens.get(key, 0) + usage.prompt
+        key = (route, model, "completion")
+        tokens[key] = tokens.get(key, 0) + usage.completion
+        key = (route, model, "total")
+        tokens[key] = tokens.get(key, 0) + usage.total
+        if client is not None:
+            clients = self.tallies.client_tokens
+            ckey = (client, "prompt")
+            clients[ckey] = clients.get(ckey, 0) + usage.prompt
+            ckey = (client, "completion")
+            clients[ckey] = clients.get(ckey, 0) + usage.completion
+            ckey = (client, "total")
+            clients[ckey] = clients.get(ckey, 0) + usage.total
 
     def _model_label(self, model: str | None) -> str:
         label = self._models.label(model or "")

@@ -98,12 +98,16 @@ class Trace:
         "attributes",
     )
 
-    def __init__(self, span: trace.Span, *, base_perf: float, capture: bool) -> None:
+    def __init__(self, span: trace.Span, *, base_ns: int, base_perf: float, capture: bool) -> None:
         self.span = span
         self.upstream: trace.Span | None = None
         self.recording = span.is_recording()
         self.capture = capture
-        self.base_ns = time.time_ns()
+        # One clock for every time the spans carry (starts, events, ends): perf_counter
+        # times, placed on the wall clock by one pair of readings. The SDK's own clock
+        # (time_ns at start_span, at end) would put an event stamped from a perf_counter
+        # time outside its span whenever the two readings drift apart under load.
+        self.base_ns = base_ns
         self.base_perf = base_perf
         self.response_model: str | None = None
         self.response_id: str | None = None
@@ -116,6 +120,10 @@ class Trace:
     def ns(self, perf: float) -> int:
         """A ``perf_counter`` time as Unix nanoseconds (what spans take)."""
         return self.base_ns + int((perf - self.base_perf) * 1e9)
+
+    def now(self) -> int:
+        """Now, as ``ns`` gives it."""
+        return self.ns(time.perf_counter())
 
     def answer(self, data: bytes) -> None:
         """Read a whole JSON answer (only when this trace records)."""
@@ -267,13 +275,15 @@ class Tracing:
         carrier = {n.decode(): v.decode("latin-1") for n, v in headers if n in _TRACE_HEADERS}
         parent = _PROPAGATOR.extract(carrier) if carrier else None
         operation = OPERATIONS.get(exchange.route or "")
+        base_ns, base_perf = time.time_ns(), time.perf_counter()
         span = self.tracer.start_span(
             operation or f"{exchange.method} {exchange.path}",
             context=parent,
             kind=SpanKind.SERVER,
+            start_time=base_ns + int((exchange.started - base_perf) * 1e9),
         )
         exchange.trace = Trace(
-            span, base_perf=exchange.started, capture=self.settings.capture_content
+            span, base_ns=base_ns, base_perf=base_perf, capture=self.settings.capture_content
         )
 
     def request(self, exchange: Exchange, body: dict[str, Any]) -> None:
@@ -309,7 +319,9 @@ class Tracing:
         context = trace.set_span_in_context(trace_.span)
         if trace_.recording:
             name = getattr(trace_.span, "name", "engine")
-            upstream = self.tracer.start_span(name, context=context, kind=SpanKind.CLIENT)
+            upstream = self.tracer.start_span(
+                name, context=context, kind=SpanKind.CLIENT, start_time=trace_.now()
+            )
             trace_.upstream = upstream
             context = trace.set_span_in_context(upstream)
         carrier: dict[str, str] = {}
@@ -327,7 +339,7 @@ class Tracing:
         trace_ = _trace_of(exchange)
         if trace_ is None:
             return
-        end = time.time_ns()
+        end = trace_.now()
         span, upstream = trace_.span, trace_.upstream
         if not trace_.recording:
             span.end(end)

@@ -28,6 +28,7 @@ from prometheus_client import generate_latest
 from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from gateway.background import in_background
 from gateway.observe.metrics import Histogram, Metrics, Tallies, families
 from gateway.observe.routingmetrics import RoutingTallies
 
@@ -188,13 +189,10 @@ class WorkerMetrics:
                 except OSError as exc:
                     logger.warning("cannot write the metrics file: %s", exc)
 
-        task = asyncio.create_task(persist())
         try:
-            yield
+            async with in_background(persist()):
+                yield
         finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
             server.close()
             with contextlib.suppress(OSError):
                 self._persist()  # the counts of this worker's last seconds

@@ -39,22 +39,25 @@ _PY_TYPES: dict[str, tuple[PyType, ...]] = {
 }
 
 
+_JSON_TYPES: dict[type, str] = {
+    type(None): "null",
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    str: "string",
+    dict: "object",
+    list: "array",
+}
+
+
 def json_type(value: Any) -> str:
     """The JSON type name of a parsed JSON value."""
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, dict):
-        return "object"
-    if isinstance(value, list):
-        return "array"
+    name = _JSON_TYPES.get(type(value))
+    if name is not None:
+        return name
+    for kind, name in _JSON_TYPES.items():  # a subclass (bool before int)
+        if isinstance(value, kind):
+            return name
     return type(value).__name__
 
 
@@ -192,7 +195,9 @@ class ValueSpec(BaseModel):
             return InvalidRequest(
                 f"Invalid '{param}': expected a finite number.", param=param, code="invalid_value"
             )
-        kind = "integer" if isinstance(value, int) else "decimal"
+        # Named by the field's type, as OpenAI does: "decimal" for a number field
+        # (temperature) whatever the client sent, "integer" for an integer one.
+        kind = "decimal" if float in self.types else "integer"
         if self.maximum is not None and value > self.maximum:
             return InvalidRequest(
                 f"Invalid '{param}': {kind} above maximum value. "
@@ -210,21 +215,10 @@ class ValueSpec(BaseModel):
         return None
 
     def _check_string(self, value: str, param: str) -> InvalidRequest | None:
-        if self.min_length is not None and len(value) < self.min_length:
-            what = "empty string" if not value else "string too short"
-            return InvalidRequest(
-                f"Invalid '{param}': {what}. Expected a string with minimum length "
-                f"{self.min_length}, but got a string with length {len(value)} instead.",
-                param=param,
-                code="empty_string" if not value else "string_below_min_length",
-            )
-        if self.max_length is not None and len(value) > self.max_length:
-            return InvalidRequest(
-                f"Invalid '{param}': string too long. Expected a string with maximum length "
-                f"{self.max_length}, but got a string with length {len(value)} instead.",
-                param=param,
-                code="string_above_max_length",
-            )
+        if (self.min_length is not None and len(value) < self.min_length) or (
+            self.max_length is not None and len(value) > self.max_length
+        ):
+            return _length(param, "string", len(value), self.min_length, self.max_length)
         if self.regex is not None and self.regex.fullmatch(value) is None:
             return InvalidRequest(
                 f"Invalid '{param}': string does not match pattern. Expected a string that "
@@ -235,21 +229,10 @@ class ValueSpec(BaseModel):
         return None
 
     def _check_array(self, value: list[Any], param: str) -> InvalidRequest | None:
-        if self.min_items is not None and len(value) < self.min_items:
-            what = "empty array" if not value else "array too short"
-            return InvalidRequest(
-                f"Invalid '{param}': {what}. Expected an array with minimum length "
-                f"{self.min_items}, but got {len(value)} items instead.",
-                param=param,
-                code="empty_array" if not value else "array_below_min_length",
-            )
-        if self.max_items is not None and len(value) > self.max_items:
-            return InvalidRequest(
-                f"Invalid '{param}': array too long. Expected an array with maximum length "
-                f"{self.max_items}, but got {len(value)} items instead.",
-                param=param,
-                code="array_above_max_length",
-            )
+        if (self.min_items is not None and len(value) < self.min_items) or (
+            self.max_items is not None and len(value) > self.max_items
+        ):
+            return _length(param, "array", len(value), self.min_items, self.max_items)
         items = self.items
         if items is not None:
             accepts = items.accepts
@@ -260,6 +243,27 @@ class ValueSpec(BaseModel):
                 if error is not None:
                     return error
         return None
+
+
+def _length(
+    param: str, kind: str, size: int, minimum: int | None, maximum: int | None
+) -> InvalidRequest:
+    """OpenAI's error for a string's or an array's (``kind``) length out of bounds (the
+    caller checked that it is: a length within bounds costs no call)."""
+    if minimum is not None and size < minimum:
+        what = f"empty {kind}" if not size else f"{kind} too short"
+        bound = f"minimum length {minimum}"
+        code = f"empty_{kind}" if not size else f"{kind}_below_min_length"
+    else:
+        what, bound = f"{kind} too long", f"maximum length {maximum}"
+        code = f"{kind}_above_max_length"
+    expected = "an array" if kind == "array" else "a string"
+    got = f"{size} items" if kind == "array" else f"a string with length {size}"
+    return InvalidRequest(
+        f"Invalid '{param}': {what}. Expected {expected} with {bound}, but got {got} instead.",
+        param=param,
+        code=code,
+    )
 
 
 def _num(value: float) -> str:

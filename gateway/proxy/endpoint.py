@@ -26,7 +26,13 @@ from gateway.policy.engine import apply_policy
 from gateway.proxy.answers import check_head, whole_answer
 from gateway.proxy.fanout import FanOut, fanout_bodies, include_usage, with_usage
 from gateway.proxy.fingerprint import stamp_answer, stamp_events
-from gateway.proxy.headers import DROP_DOWNSTREAM, DROP_UPSTREAM, filter_headers, request_id_of
+from gateway.proxy.headers import (
+    DROP_DOWNSTREAM,
+    DROP_UPSTREAM,
+    filter_headers,
+    request_id_of,
+    with_request_id,
+)
 from gateway.proxy.relay import error_end, relay_stream
 from gateway.proxy.request import parse_request, read_body, request_content
 from gateway.proxy.responder import Responder
@@ -180,8 +186,7 @@ class ProxyEndpoint:
         return Prepared(bodies, decision.body, len(raw), decision.fanout, usage, hide)
 
     def _upstream_headers(self, headers: Headers, request_id: bytes) -> Headers:
-        out = filter_headers(headers, DROP_UPSTREAM)
-        out.append((b"x-request-id", request_id))
+        out = with_request_id(filter_headers(headers, DROP_UPSTREAM), request_id)
         out.append((b"accept-encoding", b"identity"))
         if self.state.upstream_auth is not None:
             out.append((b"authorization", self.state.upstream_auth))

@@ -35,7 +35,7 @@ from gateway.observe.exchange import Exchange
 from gateway.proxy.answers import check_head, whole_answer
 from gateway.proxy.events import EventSplitter
 from gateway.proxy.fingerprint import stamp_answer, stamp_events
-from gateway.proxy.headers import DROP_DOWNSTREAM, filter_headers
+from gateway.proxy.headers import DROP_DOWNSTREAM, choice_headers, filter_headers
 from gateway.proxy.merge import StreamMerge, merge_answers
 from gateway.proxy.relay import error_end, stream_cut_short, stream_too_large
 from gateway.proxy.responder import Responder
@@ -153,11 +153,8 @@ class FanOut:
         """Every answer's head (and whole body unless streaming); None if a failure
         was answered already; raises an UpstreamError to be answered as a status."""
         loop = asyncio.get_running_loop()
-        request_id = next((v for k, v in headers if k == b"x-request-id"), b"")
         for i, body in enumerate(bodies):
-            sub_id = b"%s-%d" % (request_id, i)
-            sub_headers = [(k, sub_id if k == b"x-request-id" else v) for k, v in headers]
-            start = self._start(method, path, headers=sub_headers, body=body)
+            start = self._start(method, path, headers=choice_headers(headers, i), body=body)
             self._starts.append(loop.create_task(start))
         bodies.clear()  # each task holds its own until sent, not for the life of a stream
         pending: set[asyncio.Task[_Head]] = set(self._starts)

@@ -82,7 +82,8 @@ class _AiohttpResponse:
         cutoff = Cutoff()
         timer = asyncio.get_running_loop().call_at(self._deadline, cutoff.cut, _DEADLINE)
         try:
-            data = await read_limited(self._body(), limit)
+            data = await read_limited(self._response.content.readany, limit)
+            self._complete = True
             await cutoff.settle()
         except asyncio.CancelledError:
             if cutoff.caught() is None:

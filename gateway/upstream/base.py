@@ -10,7 +10,7 @@ one table (``translate``) and the messages written here, once.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Protocol
 
 from gateway._types import Headers
@@ -108,11 +108,13 @@ def translate(exc: BaseException, table: ErrorTable, *, what: str) -> UpstreamEr
     return failed(what)
 
 
-async def read_limited(chunks: AsyncIterator[bytes], limit: int) -> bytes:
-    """A whole body from its chunks; ``too_large`` past ``limit`` bytes."""
+async def read_limited(next_chunk: Callable[[], Awaitable[bytes]], limit: int) -> bytes:
+    """A whole body from ``next_chunk`` (b"" at the end, never before); ``too_large``
+    past ``limit`` bytes. A function, not an async iterator: an async generator is
+    registered with the loop and finalized, on every answer."""
     parts: list[bytes] = []
     size = 0
-    async for chunk in chunks:
+    while chunk := await next_chunk():
         size += len(chunk)
         if size > limit:
             raise too_large(limit)

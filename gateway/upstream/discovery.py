@@ -22,6 +22,7 @@ import logging
 import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 
+from gateway.background import in_background
 from gateway.routing.config import Dns
 from gateway.upstream.balancer import Balancer
 from gateway.upstream.base import UpstreamClient
@@ -101,10 +102,5 @@ async def discovering(upstream: UpstreamClient, dns: Dns | None) -> AsyncIterato
         return
     discovery = Discovery(dns, update=upstream.update)
     await discovery.once()
-    task = asyncio.create_task(discovery.run())
-    try:
+    async with in_background(discovery.run()):
         yield
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import functools
 import zlib
 from collections.abc import AsyncIterator
 from typing import cast
@@ -258,49 +259,50 @@ class _Response:
                 self.headers.append((name, value))
 
     async def _next(self, *, deadline: float | None, late: str) -> bytes:
-        """The next body bytes (b"" at the end); UpstreamError on failure or time-out."""
+        """The next body bytes (b"" at the end, never before); UpstreamError on
+        failure or time-out."""
         exchange = self._exchange
         pool = self._pool
-        while not exchange.buffer:
-            if exchange.failure is not None:
-                raise exchange.failure
-            if exchange.ended:
-                if self._decoder is not None:
-                    tail, self._decoder = self._decoder.flush(), None
-                    if tail:
-                        return tail
-                return b""
-            idle_at = pool.loop.time() + pool.idle
-            await pool.wait(exchange, idle_at, deadline, idle=SILENT, late=late)
-        # Everything that has arrived goes on at once: bytes that came in one read
-        # (or while the reader was busy) leave in one write, as a proxy that reads
-        # a socket into a buffer would send them; nothing waits for more.
-        buffer = exchange.buffer
-        data = buffer[0] if len(buffer) == 1 else b"".join(buffer)
-        buffer.clear()
-        exchange.buffered -= len(data)
-        self._connection.drained(exchange)
-        if self._decoder is not None:
+        while True:
+            while not exchange.buffer:
+                if exchange.failure is not None:
+                    raise exchange.failure
+                if exchange.ended:
+                    if self._decoder is not None:
+                        tail, self._decoder = self._decoder.flush(), None
+                        if tail:
+                            return tail
+                    return b""
+                idle_at = pool.loop.time() + pool.idle
+                await pool.wait(exchange, idle_at, deadline, idle=SILENT, late=late)
+            # Everything that has arrived goes on at once: bytes that came in one read
+            # (or while the reader was busy) leave in one write, as a proxy that reads
+            # a socket into a buffer would send them; nothing waits for more.
+            buffer = exchange.buffer
+            data = buffer[0] if len(buffer) == 1 else b"".join(buffer)
+            buffer.clear()
+            exchange.buffered -= len(data)
+            self._connection.drained(exchange)
+            if self._decoder is None:
+                return data
             try:
                 data = self._decoder.decode(data)
             except zlib.error:
                 raise UpstreamProtocolError("The engine's compressed answer is corrupt.") from None
-        return data
+            if data:
+                return data
 
     async def _body(self, *, deadline: float | None, late: str) -> AsyncIterator[bytes]:
-        while True:
-            data = await self._next(deadline=deadline, late=late)
-            if not data:
-                if self._exchange.ended and not self._exchange.buffer and self._decoder is None:
-                    return
-                continue
+        while data := await self._next(deadline=deadline, late=late):
             yield data
 
     def chunks(self) -> AsyncIterator[bytes]:
         return self._body(deadline=None, late=SILENT)
 
     async def read(self, limit: int) -> bytes:
-        return await read_limited(self._body(deadline=self._deadline, late=LATE), limit)
+        return await read_limited(
+            functools.partial(self._next, deadline=self._deadline, late=LATE), limit
+        )
 
     async def aclose(self) -> None:
         if self._released:

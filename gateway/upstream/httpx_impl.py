@@ -7,6 +7,7 @@ selects it (see factory.py), so unit tests of the proxy need no server.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import AsyncIterator
 
 import httpx
@@ -60,7 +61,8 @@ class _HttpxResponse:
     async def read(self, limit: int) -> bytes:
         try:
             async with asyncio.timeout_at(self._deadline):
-                return await read_limited(self._response.aiter_bytes(), limit)
+                chunks = self._response.aiter_bytes()  # never yields b""
+                return await read_limited(functools.partial(anext, chunks, b""), limit)
         except TimeoutError as exc:
             raise UpstreamTimeout(LATE) from exc
         except httpx.HTTPError as exc:

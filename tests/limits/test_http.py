@@ -19,7 +19,14 @@ from gateway.observe.exchange import Observers
 from gateway.observe.logs import AccessLog
 from tests.support.bodies import CHAT, COMPLETIONS, ERROR_KEYS, chat
 from tests.support.gateways import asgi_client, serve_gateway
-from tests.support.limits import auth, key_of, limited_settings, rate_headers
+from tests.support.limits import (
+    auth,
+    key_of,
+    limited_gateway,
+    limited_settings,
+    rate_headers,
+    stream_of,
+)
 from tests.support.meteredengine import MeteredEngine
 from tests.support.metrics import Scrape
 from tests.support.redisserver import RedisServer
@@ -99,17 +106,15 @@ async def test_limits_of_a_profile_and_a_key_are_laid_over_the_default(tmp_path:
         "keys": {"nightly": {"tokens_per_minute": 9000}},
     }
     keys = {"alice": None, "bob": "batch", "nightly": "batch"}
-    async with running_server(engine) as engine_url:
-        settings = limited_settings(engine_url, tmp_path, limits, keys=keys)
-        async with serve_gateway(settings) as gw, httpx.AsyncClient(base_url=gw.url) as client:
-            seen = {}
-            for name in keys:
-                answer = await client.post(CHAT, json=chat(max_tokens=1), headers=auth(name))
-                seen[name] = rate_headers(answer)
-            third = [
-                (await client.post(CHAT, json=chat(max_tokens=1), headers=auth("bob"))).status_code
-                for _ in range(2)
-            ]
+    async with limited_gateway(tmp_path, limits, engine, keys=keys) as client:
+        seen = {}
+        for name in keys:
+            answer = await client.post(CHAT, json=chat(max_tokens=1), headers=auth(name))
+            seen[name] = rate_headers(answer)
+        third = [
+            (await client.post(CHAT, json=chat(max_tokens=1), headers=auth("bob"))).status_code
+            for _ in range(2)
+        ]
     assert seen["alice"]["x-ratelimit-limit-requests"] == "100"
     assert "x-ratelimit-limit-tokens" not in seen["alice"]
     assert seen["bob"]["x-ratelimit-limit-requests"] == "2"
@@ -124,10 +129,8 @@ async def test_a_request_larger_than_the_token_limit_is_refused_as_too_large(
     tmp_path: Path,
 ) -> None:
     engine = MeteredEngine()
-    async with running_server(engine) as engine_url:
-        settings = limited_settings(engine_url, tmp_path, {"default": {"tokens_per_minute": 100}})
-        async with serve_gateway(settings) as gw, httpx.AsyncClient(base_url=gw.url) as client:
-            answer = await client.post(CHAT, json=chat(max_tokens=500), headers=auth("alice"))
+    async with limited_gateway(tmp_path, {"default": {"tokens_per_minute": 100}}, engine) as client:
+        answer = await client.post(CHAT, json=chat(max_tokens=500), headers=auth("alice"))
     assert answer.status_code == 429
     error = answer.json()["error"]
     assert error["type"] == "tokens"
@@ -139,29 +142,19 @@ async def test_a_request_larger_than_the_token_limit_is_refused_as_too_large(
 async def test_concurrent_requests_count_streams_until_they_end(tmp_path: Path) -> None:
     engine = MeteredEngine()
     engine.hold = asyncio.Event()
-    async with running_server(engine) as engine_url:
-        settings = limited_settings(engine_url, tmp_path, {"default": {"concurrent_requests": 2}})
-        async with (
-            serve_gateway(settings) as gw,
-            httpx.AsyncClient(base_url=gw.url, timeout=30) as client,
-        ):
-
-            async def stream() -> bytes:
-                body = chat(stream=True, max_tokens=3)
-                async with client.stream("POST", CHAT, json=body, headers=auth("alice")) as r:
-                    return await r.aread()
-
-            streams = [asyncio.create_task(stream()) for _ in range(2)]
-            async with asyncio.timeout(10):
-                while engine.open_streams < 2:
-                    await asyncio.sleep(0.005)
-            refused = await client.post(CHAT, json=chat(max_tokens=1), headers=auth("alice"))
-            engine.hold.set()
-            done = await asyncio.gather(*streams)
-            after = await client.post(CHAT, json=chat(max_tokens=1), headers=auth("alice"))
+    limits = {"default": {"concurrent_requests": 2}}
+    async with limited_gateway(tmp_path, limits, engine) as client:
+        streams = [asyncio.create_task(stream_of(client, max_tokens=3)) for _ in range(2)]
+        async with asyncio.timeout(10):
+            while engine.open_streams < 2:
+                await asyncio.sleep(0.005)
+        refused = await client.post(CHAT, json=chat(max_tokens=1), headers=auth("alice"))
+        engine.hold.set()
+        done = await asyncio.gather(*streams)
+        after = await client.post(CHAT, json=chat(max_tokens=1), headers=auth("alice"))
     assert refused.status_code == 429
     assert "concurrent requests" in refused.json()["error"]["message"]
-    assert all(d.endswith(b"data: [DONE]\n\n") for d in done)
+    assert all(d.content.endswith(b"data: [DONE]\n\n") for d in done)
     assert after.status_code == 200
 
 
@@ -177,27 +170,15 @@ async def test_tokens_per_minute_hold_within_one_reservation_under_concurrent_st
     if store == "redis":
         redis: RedisServer = request.getfixturevalue("redis_server")
         limits |= {"store": "redis", "redis": {"url": redis.url, "timeout": 1.0}}
-    async with running_server(engine) as engine_url:
-        settings = limited_settings(engine_url, tmp_path, limits)
-        async with (
-            serve_gateway(settings) as gw,
-            httpx.AsyncClient(base_url=gw.url, timeout=30) as client,
-        ):
-
-            async def stream() -> int:
-                body = chat(stream=True, max_tokens=8)
-                async with client.stream("POST", CHAT, json=body, headers=auth("alice")) as r:
-                    await r.aread()
-                    return r.status_code
-
-            tasks = [asyncio.create_task(stream()) for _ in range(20)]
-            async with asyncio.timeout(10):
-                while engine.open_streams + sum(t.done() for t in tasks) < 20:
-                    await asyncio.sleep(0.005)
-                    if sum(t.done() for t in tasks) + engine.open_streams >= 20:
-                        break
-            engine.hold.set()
-            statuses = await asyncio.gather(*tasks)
+    async with limited_gateway(tmp_path, limits, engine) as client:
+        tasks = [asyncio.create_task(stream_of(client, max_tokens=8)) for _ in range(20)]
+        async with asyncio.timeout(10):
+            while engine.open_streams + sum(t.done() for t in tasks) < 20:
+                await asyncio.sleep(0.005)
+                if sum(t.done() for t in tasks) + engine.open_streams >= 20:
+                    break
+        engine.hold.set()
+        statuses = [r.status_code for r in await asyncio.gather(*tasks)]
     admitted = statuses.count(200)
     assert 0 < admitted < 20
     assert set(statuses) == {200, 429}

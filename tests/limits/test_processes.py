@@ -15,7 +15,7 @@ import pytest
 from tests.support.bodies import CHAT, chat
 from tests.support.limits import auth, rate_headers, write_config
 from tests.support.meteredengine import MeteredEngine
-from tests.support.processes import SERVING, gateway_process, pin
+from tests.support.processes import gateway_process, pin
 from tests.support.redisserver import RedisServer
 from tests.support.servers import running_server
 
@@ -52,13 +52,7 @@ async def serving(
     write_config(tmp, engine_url, limits)
     env = {"FT_GATEWAY_SERVER__KEEP_ALIVE_TIMEOUT": "600"}
     async with gateway_process("--workers", str(workers), env=env, tmp=tmp) as gateway:
-        if workers > 1:
-            match = await gateway.wait_for_line(SERVING.pattern)
-            pids = [int(p) for p in match[3].split(", ")]
-            yield f"http://127.0.0.1:{match[1]}", pids
-        else:
-            match = await gateway.wait_for_line(r"Uvicorn running on (http://[\d.]+:\d+)")
-            yield match[1], [gateway.process.pid]
+        yield await gateway.serving()
 
 
 @pytest.mark.anyio

@@ -5,9 +5,7 @@ silent: the configured behaviour (fail_open / fail_closed), counted, logged, sho
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -15,12 +13,10 @@ import httpx
 import pytest
 
 from tests.support.bodies import CHAT, chat
-from tests.support.gateways import serve_gateway
-from tests.support.limits import auth, limited_settings
+from tests.support.limits import auth, limited_gateway, stream_of
 from tests.support.meteredengine import MeteredEngine
 from tests.support.metrics import Scrape
 from tests.support.redisserver import RedisServer
-from tests.support.servers import running_server
 
 NO_HANG = 10  # seconds: far more than any answer takes; a hang fails the test
 
@@ -31,20 +27,6 @@ def redis_limits(url: str, on_failure: str, **extra: Any) -> dict[str, Any]:
         "store": "redis",
         "redis": {"url": url, "on_failure": on_failure, "timeout": 0.5, **extra},
     }
-
-
-@contextlib.asynccontextmanager
-async def limited_gateway(
-    tmp_path: Path, limits: dict[str, Any]
-) -> AsyncIterator[httpx.AsyncClient]:
-    engine = MeteredEngine()
-    async with running_server(engine) as engine_url:
-        settings = limited_settings(engine_url, tmp_path, limits)
-        async with (
-            serve_gateway(settings) as gw,
-            httpx.AsyncClient(base_url=gw.url, timeout=30) as c,
-        ):
-            yield c
 
 
 async def post(client: httpx.AsyncClient) -> httpx.Response:
@@ -130,24 +112,13 @@ async def test_streams_in_flight_when_redis_dies_end_normally(
     engine = MeteredEngine()
     engine.hold = asyncio.Event()
     limits = redis_limits(redis_server.url, "fail_closed")
-    async with running_server(engine) as engine_url:
-        settings = limited_settings(engine_url, tmp_path, limits)
-        async with (
-            serve_gateway(settings) as gw,
-            httpx.AsyncClient(base_url=gw.url, timeout=30) as c,
-        ):
-
-            async def stream() -> bytes:
-                body = chat(stream=True, max_tokens=3)
-                async with c.stream("POST", CHAT, json=body, headers=auth("alice")) as r:
-                    return await r.aread()
-
-            task = asyncio.create_task(stream())
-            async with asyncio.timeout(NO_HANG):
-                while engine.open_streams < 1:
-                    await asyncio.sleep(0.005)
-            redis_server.stop()
-            engine.hold.set()
-            async with asyncio.timeout(NO_HANG):
-                data = await task
-    assert data.endswith(b"data: [DONE]\n\n")
+    async with limited_gateway(tmp_path, limits, engine) as c:
+        task = asyncio.create_task(stream_of(c, max_tokens=3))
+        async with asyncio.timeout(NO_HANG):
+            while engine.open_streams < 1:
+                await asyncio.sleep(0.005)
+        redis_server.stop()
+        engine.hold.set()
+        async with asyncio.timeout(NO_HANG):
+            data = await task
+    assert data.content.endswith(b"data: [DONE]\n\n")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import threading
+import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
@@ -13,14 +14,17 @@ import httpx
 import pytest
 from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.trace import SpanKind
 
 from gateway.app.factory import create_app
+from gateway.observe.exchange import Exchange
 from gateway.observe.tracing import Tracing
 from gateway.settings import Tracing as TracingSettings
 from tests.support.bodies import CHAT, MODEL, chat, chunk_event, completion, sse
 from tests.support.engine import JSON, STREAM_HEAD, FakeEngine, chunk, http_response, sends
 from tests.support.gateways import gateway_settings
 from tests.support.otlp import CLIENT, SERVER, STATUS_ERROR, otlp_receiver
+from tests.support.requestids import choice_id, engine_id
 from tests.support.servers import free_port, running_server
 
 pytestmark = pytest.mark.anyio
@@ -180,6 +184,45 @@ async def test_a_stream_records_its_first_byte_usage_and_finish_reasons() -> Non
     assert server.attributes["gen_ai.usage.output_tokens"] == 2
     first = upstream.event_times["ft_gateway.first_byte"]
     assert upstream.start <= first <= upstream.end
+
+
+class _Kept(SpanExporter):
+    """A collector in memory."""
+
+    def __init__(self) -> None:
+        self.spans: list[ReadableSpan] = []
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.spans.extend(spans)
+        return SpanExportResult.SUCCESS
+
+
+def test_every_time_a_span_carries_comes_from_one_clock() -> None:
+    # A request whose trace begins a second after it came in, as on a loaded machine:
+    # the span still starts when the request came in, and its events (the policy's,
+    # the first byte) fall between each span's start and end.
+    kept = _Kept()
+    tracing = Tracing(TracingSettings(enabled=True), exporter=kept)
+    exchange = Exchange("POST", CHAT, CHAT, "req-clock", started=time.perf_counter() - 1.0)
+    tracing.begin(exchange, [])
+    tracing.upstream_headers(exchange, [])
+    exchange.upstream_started = time.perf_counter()
+    exchange.first_byte = time.perf_counter()
+    exchange.status = 200
+    tracing.finished(exchange)
+    tracing.shutdown(timeout=5)
+    upstream, server = sorted(kept.spans, key=lambda span: span.kind != SpanKind.CLIENT)
+    times = {}
+    for span in (server, upstream):
+        start, end = span.start_time, span.end_time
+        assert start is not None and end is not None
+        times[span.kind] = (start, end)
+        for event in span.events:
+            assert start <= event.timestamp <= end, event.name
+    assert [e.name for e in upstream.events] == ["ft_gateway.first_byte"]
+    (server_start, server_end), (upstream_start, upstream_end) = times.values()
+    assert server_start <= upstream_start <= upstream_end <= server_end
+    assert server_end - server_start >= 1_000_000_000
 
 
 async def test_a_client_hanging_up_mid_stream_ends_the_span_marked() -> None:
@@ -361,7 +404,7 @@ async def test_n_by_fanout_is_one_engine_span_whose_context_each_request_carries
     assert server.attributes["ft_gateway.policy.verdict"] == "changed"
     assert server.attributes["gen_ai.response.finish_reasons"] == ["stop", "stop"]
     for i in range(2):
-        seen = fake_engine.find(f"fan-{i}")
+        seen = fake_engine.find(choice_id(engine_id("fan"), i).decode())
         assert seen is not None
         assert traceparent_of(seen.header(b"traceparent"))[:2] == (
             server.trace_id,

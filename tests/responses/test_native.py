@@ -16,7 +16,7 @@ from tests.support.bodies import sse
 from tests.support.engine import LAST_CHUNK, STREAM_HEAD, FakeEngine, Seen, Wire, chunk
 from tests.support.faults import DEADLINE
 from tests.support.gateways import MockEngine, asgi_client, gateway_settings, serve_gateway
-from tests.support.responses import RESPONSES, responses_request, sse_events
+from tests.support.responses import RESPONSES, response_events, responses_request
 
 pytestmark = pytest.mark.anyio
 NATIVE: dict[tuple[str, ...], Any] = {("upstream", "responses"): "native"}
@@ -88,7 +88,7 @@ async def test_a_stream_is_relayed_to_its_final_event(fake_engine: FakeEngine) -
         async with httpx.AsyncClient(base_url=gateway.url, timeout=DEADLINE) as client:
             with anyio.fail_after(DEADLINE):
                 answer = await client.post(RESPONSES, json=responses_request(stream=True))
-    assert [name for name, _ in sse_events(answer.content)] == [
+    assert [name for name, _ in response_events(answer.content)] == [
         "response.created",
         "response.output_text.delta",
         "response.completed",
@@ -108,7 +108,7 @@ async def test_a_stream_cut_before_its_final_event_ends_with_an_error_event(
         async with httpx.AsyncClient(base_url=gateway.url, timeout=DEADLINE) as client:
             with anyio.fail_after(DEADLINE):
                 answer = await client.post(RESPONSES, json=responses_request(stream=True))
-    events = sse_events(answer.content)
+    events = response_events(answer.content)
     assert [name for name, _ in events] == [
         "response.created",
         "response.output_text.delta",

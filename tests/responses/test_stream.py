@@ -18,7 +18,7 @@ from tests.support.engine import LAST_CHUNK, STREAM_HEAD, FakeEngine, Seen, Wire
 from tests.support.faults import DEADLINE, HELD, fault_settings
 from tests.support.gateways import Gateway, gateway_settings, serve_gateway
 from tests.support.paths import FIXTURES
-from tests.support.responses import RESPONSES, responses_request, sse_events
+from tests.support.responses import RESPONSES, response_events, responses_request
 from tests.support.sdk import sdk
 
 pytestmark = pytest.mark.anyio
@@ -53,7 +53,7 @@ async def test_the_event_sequence(fake_engine: FakeEngine, gateway: Gateway) -> 
     assert answer.status_code == 200
     assert answer.headers["content-type"].startswith("text/event-stream")
     assert b"[DONE]" not in answer.content
-    events = sse_events(answer.content)
+    events = response_events(answer.content)
     assert [name for name, _ in events] == TEXT_EVENTS
     assert [data["sequence_number"] for _, data in events] == list(range(len(events)))
     sent = fake_engine.requests[-1]
@@ -123,7 +123,7 @@ async def test_an_engine_failure_mid_stream_is_an_error_event_and_response_faile
 ) -> None:
     with anyio.fail_after(DEADLINE):
         answer = await stream(gateway, responses_request(), **{"x-bad-mode": mode})
-    events = sse_events(answer.content)
+    events = response_events(answer.content)
     names = [name for name, _ in events]
     assert names[:5] == TEXT_EVENTS[:5]
     assert names[-2:] == ["error", "response.failed"]
@@ -142,7 +142,7 @@ async def test_the_engine_own_error_event_ends_the_stream(
     fake_engine.handler = sends_stream(sse(error))
     with anyio.fail_after(DEADLINE):
         answer = await stream(gateway, responses_request())
-    events = sse_events(answer.content)
+    events = response_events(answer.content)
     assert [name for name, _ in events] == [
         "response.created",
         "response.in_progress",
@@ -186,7 +186,7 @@ async def test_tool_calls_stream_as_function_call_items(fake_engine: FakeEngine)
     async with serve_gateway(settings) as gateway:
         with anyio.fail_after(DEADLINE):
             answer = await stream(gateway, responses_request())
-    events = sse_events(answer.content)
+    events = response_events(answer.content)
     assert [name for name, _ in events] == [
         "response.created",
         "response.in_progress",
@@ -233,7 +233,7 @@ async def test_a_length_cut_stream_ends_with_response_incomplete(fake_engine: Fa
     async with serve_gateway(gateway_settings(fake_engine.url)) as gateway:
         with anyio.fail_after(DEADLINE):
             answer = await stream(gateway, responses_request(max_output_tokens=1))
-    events = sse_events(answer.content)
+    events = response_events(answer.content)
     assert events[-1][0] == "response.incomplete"
     final = events[-1][1]["response"]
     assert final["status"] == "incomplete"
@@ -248,7 +248,7 @@ async def test_an_empty_answer_is_one_empty_message(fake_engine: FakeEngine) -> 
     async with serve_gateway(gateway_settings(fake_engine.url)) as gateway:
         with anyio.fail_after(DEADLINE):
             answer = await stream(gateway, responses_request())
-    events = sse_events(answer.content)
+    events = response_events(answer.content)
     final = events[-1][1]["response"]
     assert final["output"][0]["content"][0]["text"] == ""
     assert json.loads(json.dumps(final))["status"] == "completed"
@@ -292,7 +292,7 @@ async def test_reasoning_deltas_stream_as_a_reasoning_item(fake_engine: FakeEngi
     async with serve_gateway(gateway_settings(fake_engine.url)) as gateway:
         with anyio.fail_after(DEADLINE):
             answer = await stream(gateway, responses_request())
-    events = sse_events(answer.content)
+    events = response_events(answer.content)
     assert [name for name, _ in events][:6] == [
         "response.created",
         "response.in_progress",

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from tests.support.bodies import CHAT, MODEL
 from tests.support.gateways import gateway_settings
 from tests.support.heldengine import HeldEngine, arrivals
 from tests.support.paths import BATCH_PROFILE, POLICY
+from tests.support.polling import until
 from tests.support.sdk import sdk
 from tests.support.servers import running_server
 
@@ -54,15 +54,6 @@ async def fleet(count: int, **env: str) -> AsyncIterator[tuple[str, Balancer, li
         balancer = app.state.gateway.upstream
         assert isinstance(balancer, Balancer)
         yield url, balancer, engines
-
-
-async def until(condition: Callable[[], bool], what: str) -> None:
-    """Poll ``condition`` until it holds (a deadline, not a sleep to wait for it)."""
-    deadline = time.monotonic() + 30
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 def where(engines: list[HeldEngine], conversation: str) -> list[int]:

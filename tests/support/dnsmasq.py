@@ -11,18 +11,14 @@ from __future__ import annotations
 
 import os
 import pwd
-import shutil
 import signal
 import socket
-import subprocess
-import tempfile
 import time
-from pathlib import Path
-from types import TracebackType
 
 import dns.exception
 import dns.resolver
 
+from tests.support.serverprocess import ServerProcess
 from tests.support.servers import free_port
 
 DOMAIN = "ft-test"  # the names a test may set end in .ft-test
@@ -42,53 +38,42 @@ def free_udp_and_tcp_port() -> int:
             return port
 
 
-class Dnsmasq:
+class Dnsmasq(ServerProcess):
     """``dnsmasq`` on 127.0.0.1:``port``; ``nameserver`` is ``127.0.0.1:PORT``."""
 
+    binary = "dnsmasq"
+
     def __init__(self) -> None:
+        super().__init__()
         self.port = free_udp_and_tcp_port()
         self.nameserver = f"127.0.0.1:{self.port}"
-        self._dir = Path(tempfile.mkdtemp(prefix="ft-dnsmasq-"))
-        self.hosts = self._dir / "hosts"
+        self.hosts = self.directory / "hosts"
         self.hosts.write_text(_READY_LINE)
-        self._proc: subprocess.Popen[bytes] | None = None
         self._resolver = dns.resolver.Resolver(configure=False)
         self._resolver.nameservers = ["127.0.0.1"]
         self._resolver.port = self.port
         self._resolver.lifetime = 0.5
 
-    def start(self) -> None:
-        binary = shutil.which("dnsmasq")
-        if binary is None:
-            raise RuntimeError("dnsmasq is not installed: scripts/services installs it")
-        self._proc = subprocess.Popen(
-            [
-                binary,
-                "--no-daemon",
-                f"--port={self.port}",
-                "--listen-address=127.0.0.1",
-                "--bind-interfaces",
-                "--no-resolv",
-                "--no-hosts",
-                f"--local=/{DOMAIN}/",  # names there not in the file: NXDOMAIN, not REFUSED
-                f"--addn-hosts={self.hosts}",
-                "--pid-file=",
-                "--user=" + _user(),
-                "--local-ttl=0",
-                "--log-facility=-",
-                "--quiet-dhcp",
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.PIPE,
-        )
-        deadline = time.monotonic() + 10
-        while self.lookup(_READY) != ["127.0.0.1"]:
-            if self._proc.poll() is not None:
-                err = self._proc.stderr.read().decode() if self._proc.stderr else ""
-                raise RuntimeError(f"dnsmasq exited: {err}")
-            if time.monotonic() > deadline:
-                raise RuntimeError("dnsmasq did not answer within 10 s")
-            time.sleep(0.01)
+    def command(self, binary: str) -> list[str]:
+        return [
+            binary,
+            "--no-daemon",
+            f"--port={self.port}",
+            "--listen-address=127.0.0.1",
+            "--bind-interfaces",
+            "--no-resolv",
+            "--no-hosts",
+            f"--local=/{DOMAIN}/",  # names there not in the file: NXDOMAIN, not REFUSED
+            f"--addn-hosts={self.hosts}",
+            "--pid-file=",
+            "--user=" + _user(),
+            "--local-ttl=0",
+            "--log-facility=-",
+            "--quiet-dhcp",
+        ]
+
+    def ready(self) -> bool:
+        return self.lookup(_READY) == ["127.0.0.1"]
 
     def lookup(self, name: str) -> list[str] | None:
         """The A records of ``name`` ([] for no such name), or None if no answer came."""
@@ -104,34 +89,13 @@ class Dnsmasq:
         """Make ``name`` (under .ft-test) resolve to ``addresses`` (none: NXDOMAIN), and
         wait until it does."""
         self.hosts.write_text(_READY_LINE + "".join(f"{a} {name}\n" for a in addresses))
-        assert self._proc is not None
-        self._proc.send_signal(signal.SIGHUP)
+        assert self.process is not None
+        self.process.send_signal(signal.SIGHUP)
         deadline = time.monotonic() + 10
         while self.lookup(name) != sorted(addresses):
             if time.monotonic() > deadline:
                 raise RuntimeError(f"dnsmasq did not take the new records of {name}")
             time.sleep(0.01)
-
-    def stop(self) -> None:
-        if self._proc is not None and self._proc.poll() is None:
-            self._proc.terminate()
-            self._proc.wait(timeout=10)
-        if self._proc is not None and self._proc.stderr is not None:
-            self._proc.stderr.close()
-        self._proc = None
-        shutil.rmtree(self._dir, ignore_errors=True)
-
-    def __enter__(self) -> Dnsmasq:
-        self.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.stop()
 
 
 def _user() -> str:

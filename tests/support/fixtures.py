@@ -1,8 +1,10 @@
 """Fixtures that tests in several folders share; the root conftest registers this plugin.
 
-It imports none of the gateway at import time: scripts/gpu-test runs the sampler's tests
-with it loaded on a machine that has only numpy, torch, triton and pytest. What needs the
-gateway is imported inside the hook or fixture that uses it.
+It imports none of the gateway, nor any of its dependencies, at import time (only the
+standard library, pytest and support modules that import nothing else): scripts/gpu-test
+runs the sampler's tests with it loaded on a machine that has only numpy, torch, triton
+and pytest (tests/test_gpu_image.py checks it). What needs more is imported inside the
+hook or fixture that uses it.
 """
 
 from __future__ import annotations
@@ -14,11 +16,11 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.support.engine import FakeEngine
-from tests.support.redisserver import RedisServer
 
 if TYPE_CHECKING:
     from gateway.settings import Settings
     from tests.support.gateways import Gateway, MockEngine, Recorder
+    from tests.support.redisserver import RedisServer
 
 
 @pytest.fixture
@@ -72,5 +74,7 @@ def recorder() -> Recorder:
 @pytest.fixture
 def redis_server() -> Iterator[RedisServer]:
     """A real ``redis-server`` of the test's own on a free loopback port (empty at start)."""
+    from tests.support.redisserver import RedisServer  # imports uvicorn (via servers)
+
     with RedisServer() as server:
         yield server

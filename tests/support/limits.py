@@ -1,9 +1,11 @@
 """What the rate-limit tests share: API keys with their hashes in a keys file, the
-settings (or a config file) that limit them, and the rate-limit headers of an answer."""
+settings (or a config file) that limit them, the gateway with them in front of a metered
+engine, and the rate-limit headers of an answer."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import contextlib
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -12,8 +14,11 @@ import yaml
 
 from gateway.access.keys import hash_key
 from gateway.settings import Settings
-from tests.support.gateways import gateway_settings
+from tests.support.bodies import CHAT, chat
+from tests.support.gateways import gateway_settings, serve_gateway
+from tests.support.meteredengine import MeteredEngine
 from tests.support.paths import POLICY
+from tests.support.servers import running_server
 
 RATE_HEADERS = (
     "x-ratelimit-limit-requests",
@@ -102,3 +107,30 @@ def rate_headers(response: httpx.Response) -> dict[str, str]:
 def auth(name: str) -> dict[str, str]:
     """The Authorization header of the test key ``name``."""
     return {"Authorization": f"Bearer {key_of(name)}"}
+
+
+@contextlib.asynccontextmanager
+async def limited_gateway(
+    tmp_path: Path,
+    rate_limits: dict[str, Any],
+    engine: MeteredEngine | None = None,
+    *,
+    keys: Mapping[str, str | None] | None = None,
+) -> AsyncIterator[httpx.AsyncClient]:
+    """The gateway with ``limited_settings`` in front of ``engine`` (a new MeteredEngine
+    by default) under uvicorn; yields a client of it."""
+    async with running_server(engine or MeteredEngine()) as engine_url:
+        settings = limited_settings(engine_url, tmp_path, rate_limits, keys=keys)
+        async with (
+            serve_gateway(settings) as gw,
+            httpx.AsyncClient(base_url=gw.url, timeout=30) as client,
+        ):
+            yield client
+
+
+async def stream_of(client: httpx.AsyncClient, *, max_tokens: int) -> httpx.Response:
+    """Key alice's streamed chat request, read to its end."""
+    body = chat(stream=True, max_tokens=max_tokens)
+    async with client.stream("POST", CHAT, json=body, headers=auth("alice")) as response:
+        await response.aread()
+        return response

@@ -1,28 +1,39 @@
 """``ft-gateway serve`` started for real as a separate process (``gateway_process``), and
 what the tests of its worker processes need: the log line that says it serves, one
-keep-alive client pinned to each worker (``pin``), the children of a process."""
+keep-alive client pinned to each worker (``pin``), the children of a process.
+
+(tests/support/gateways.py's ``Gateway`` is the gateway served in the test's own process.)"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import re
 import signal
 import sys
+import tempfile
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 
+from tests.support.paths import POLICY
+from tests.support.servers import serve_environ
+
 SERVING = re.compile(r"serving on http://127\.0\.0\.1:(\d+) with (\d+) workers \(pids ([\d, ]+)\)")
+# What one process (no --workers, or --workers 1) logs once it serves.
+SERVING_ALONE = re.compile(r"Uvicorn running on (http://[\d.]+:\d+)")
 START_TIMEOUT = 20
 
 
 @dataclass
-class Gateway:
-    """A running ``ft-gateway serve --workers N`` and the lines it has logged."""
+class GatewayProcess:
+    """A running ``ft-gateway serve`` (one process or a parent of workers) and the lines
+    it has logged."""
 
     process: asyncio.subprocess.Process
     lines: list[str] = field(default_factory=list)
@@ -45,11 +56,30 @@ class Gateway:
                     raise AssertionError("the gateway exited:\n" + "\n".join(self.lines))
                 self.lines.append(raw.decode(errors="replace").rstrip())
 
+    async def serving(self) -> tuple[str, list[int]]:
+        """Its URL and the pids that serve it, once it says it serves."""
+        match = await self.wait_for_line(f"{SERVING.pattern}|{SERVING_ALONE.pattern}")
+        if match[1] is not None:
+            return f"http://127.0.0.1:{match[1]}", [int(p) for p in match[3].split(", ")]
+        return match[4], [self.process.pid]
+
 
 @contextlib.asynccontextmanager
 async def gateway_process(
-    *args: str, env: dict[str, str] | None = None, tmp: Path
-) -> AsyncIterator[Gateway]:
+    *args: str,
+    config: dict[str, Any] | None = None,
+    env: dict[str, str] | None = None,
+    tmp: Path,
+) -> AsyncIterator[GatewayProcess]:
+    """``ft-gateway serve --port 0 ARGS`` as a process of its own (its own process group),
+    in ``tmp`` (where it finds a ``config.yaml`` a test wrote there), with ``env`` over
+    this environment less its FT_GATEWAY_* variables; ``config``: the settings of a file
+    written for it (the test policy unless it names one). Killed with its workers after."""
+    if config is not None:
+        fd, path = tempfile.mkstemp(prefix="config-", suffix=".yaml", dir=tmp)
+        with os.fdopen(fd, "w") as file:
+            json.dump({"policy": str(POLICY), **config}, file)  # JSON is YAML
+        args = ("--config", path, *args)
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -62,11 +92,11 @@ async def gateway_process(
         *args,
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT,
-        env={**os.environ, "TMPDIR": str(tmp), **(env or {})},
-        cwd=tmp,  # no ./config.yaml
+        env={**serve_environ(), "TMPDIR": str(tmp), **(env or {})},
+        cwd=tmp,
         start_new_session=True,  # its own process group, to kill workers and all
     )
-    gateway = Gateway(process)
+    gateway = GatewayProcess(process)
     try:
         yield gateway
     finally:
@@ -88,7 +118,7 @@ def children_of(pid: int) -> set[int]:
 
 async def pin(url: str, pids: list[int]) -> dict[int, httpx.AsyncClient]:
     """One keep-alive client per worker: new connections until each worker answered one.
-    SO_REUSEPORT hashes each connection's ports, so a few tries reach both."""
+    Whichever idle worker accepts first gets a connection, so a few tries reach each."""
     pinned: dict[int, httpx.AsyncClient] = {}
     for _ in range(200):
         client = httpx.AsyncClient(base_url=url, timeout=30, limits=httpx.Limits(max_connections=1))

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
+from starlette.applications import Starlette
 
 from gateway.app.factory import create_app
 from gateway.routing.config import Dns
@@ -22,18 +22,11 @@ from tests.support.bodies import CHAT, chat
 from tests.support.dnsmasq import Dnsmasq
 from tests.support.gateways import gateway_settings
 from tests.support.heldengine import HeldEngine
+from tests.support.polling import until
 from tests.support.servers import free_port, running_server
 
 NAME = "engine.ft-test"
 ADDRESSES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
-
-
-async def until(condition: Callable[[], bool], what: str) -> None:
-    deadline = time.monotonic() + 30
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.01)
 
 
 @pytest.fixture
@@ -52,6 +45,26 @@ async def engines_on(port: int) -> AsyncIterator[dict[str, HeldEngine]]:
             engine.hold = False
             await stack.enter_async_context(running_server(engine.app, host=address, port=port))
         yield engines
+
+
+@contextlib.asynccontextmanager
+async def gateway_on(
+    dnsmasq: Dnsmasq, name: str
+) -> AsyncIterator[tuple[int, dict[str, HeldEngine], Starlette, httpx.AsyncClient]]:
+    """The gateway finding its replicas under ``name`` at ``dnsmasq`` (every 0.2 s), and
+    one engine per address of ADDRESSES on one free port: (the port, the engines, the
+    app, a client of it)."""
+    port = free_port()
+    env = {
+        "FT_GATEWAY_UPSTREAM__DNS__NAME": name,
+        "FT_GATEWAY_UPSTREAM__DNS__PORT": str(port),
+        "FT_GATEWAY_UPSTREAM__DNS__INTERVAL": "0.2",
+        "FT_GATEWAY_UPSTREAM__DNS__NAMESERVER": dnsmasq.nameserver,
+    }
+    async with engines_on(port) as engines:
+        app = create_app(gateway_settings(environ=env))
+        async with running_server(app) as url, httpx.AsyncClient(base_url=url) as client:
+            yield port, engines, app, client
 
 
 class Stream:
@@ -83,57 +96,46 @@ class Stream:
 
 @pytest.mark.anyio
 async def test_replicas_follow_dns_without_restart_or_failed_request(dnsmasq: Dnsmasq) -> None:
-    port = free_port()
     dnsmasq.set(NAME, ADDRESSES[:2])
-    env = {
-        "FT_GATEWAY_UPSTREAM__DNS__NAME": NAME,
-        "FT_GATEWAY_UPSTREAM__DNS__PORT": str(port),
-        "FT_GATEWAY_UPSTREAM__DNS__INTERVAL": "0.2",
-        "FT_GATEWAY_UPSTREAM__DNS__NAMESERVER": dnsmasq.nameserver,
-    }
-    async with engines_on(port) as engines:
-        app = create_app(gateway_settings(environ=env))
-        async with running_server(app) as url, httpx.AsyncClient(base_url=url) as client:
-            balancer = app.state.gateway.upstream
-            assert isinstance(balancer, Balancer)
-            # Resolved before serving: both replicas from the first request on.
-            assert [r.url for r in balancer.replicas] == [
-                f"http://{a}:{port}" for a in ADDRESSES[:2]
-            ]
-            stream = Stream(client)
-            await until(lambda: len(stream.statuses) >= 20, "requests to flow")
-            third = engines[ADDRESSES[2]]
-            assert third.arrived == 0
+    async with gateway_on(dnsmasq, NAME) as (port, engines, app, client):
+        balancer = app.state.gateway.upstream
+        assert isinstance(balancer, Balancer)
+        # Resolved before serving: both replicas from the first request on.
+        assert [r.url for r in balancer.replicas] == [f"http://{a}:{port}" for a in ADDRESSES[:2]]
+        stream = Stream(client)
+        await until(lambda: len(stream.statuses) >= 20, "requests to flow")
+        third = engines[ADDRESSES[2]]
+        assert third.arrived == 0
 
-            dnsmasq.set(NAME, ADDRESSES)  # a replica joins
-            await until(lambda: third.arrived >= 5, "the new replica to take requests")
+        dnsmasq.set(NAME, ADDRESSES)  # a replica joins
+        await until(lambda: third.arrived >= 5, "the new replica to take requests")
 
-            # A replica leaves while it has a request in flight: it drains.
-            leaving = engines[ADDRESSES[0]]
-            leaving.hold = True
-            arrived = leaving.arrived
-            await until(lambda: leaving.arrived > arrived, "a request held on the leaving one")
-            dnsmasq.set(NAME, ADDRESSES[1:])
-            gone = f"http://{ADDRESSES[0]}:{port}"
-            await until(
-                lambda: any(r.url == gone and r.draining for r in balancer.replicas),
-                "the leaving replica to drain",
-            )
-            held = leaving.arrived
-            before = len(stream.statuses)
-            await until(lambda: len(stream.statuses) >= before + 40, "more requests")
-            assert leaving.arrived == held  # no new request for a draining replica
-            leaving.release()  # its requests in flight finish...
-            await until(lambda: all(r.url != gone for r in balancer.replicas), "its removal")
-            await stream.stop()  # ...and then it is gone
-        assert stream.errors == []
-        assert set(stream.statuses) == {200}
-        assert len(stream.statuses) >= 60
-        balancer.gauges(balancer.tallies)
-        assert balancer.tallies.replicas == {"in_service": 2, "ejected": 0, "draining": 0}
-        assert sorted(balancer.tallies.replica_in_flight) == [
-            f"http://{a}:{port}" for a in ADDRESSES[1:]
-        ]
+        # A replica leaves while it has a request in flight: it drains.
+        leaving = engines[ADDRESSES[0]]
+        leaving.hold = True
+        arrived = leaving.arrived
+        await until(lambda: leaving.arrived > arrived, "a request held on the leaving one")
+        dnsmasq.set(NAME, ADDRESSES[1:])
+        gone = f"http://{ADDRESSES[0]}:{port}"
+        await until(
+            lambda: any(r.url == gone and r.draining for r in balancer.replicas),
+            "the leaving replica to drain",
+        )
+        held = leaving.arrived
+        before = len(stream.statuses)
+        await until(lambda: len(stream.statuses) >= before + 40, "more requests")
+        assert leaving.arrived == held  # no new request for a draining replica
+        leaving.release()  # its requests in flight finish...
+        await until(lambda: all(r.url != gone for r in balancer.replicas), "its removal")
+        await stream.stop()  # ...and then it is gone
+    assert stream.errors == []
+    assert set(stream.statuses) == {200}
+    assert len(stream.statuses) >= 60
+    balancer.gauges(balancer.tallies)
+    assert balancer.tallies.replicas == {"in_service": 2, "ejected": 0, "draining": 0}
+    assert sorted(balancer.tallies.replica_in_flight) == [
+        f"http://{a}:{port}" for a in ADDRESSES[1:]
+    ]
 
 
 @pytest.mark.anyio
@@ -176,25 +178,16 @@ def test_replica_urls() -> None:
 
 @pytest.mark.anyio
 async def test_a_name_with_no_address_yet_is_503_until_it_has_one(dnsmasq: Dnsmasq) -> None:
-    port = free_port()
-    env = {
-        "FT_GATEWAY_UPSTREAM__DNS__NAME": "later." + NAME,
-        "FT_GATEWAY_UPSTREAM__DNS__PORT": str(port),
-        "FT_GATEWAY_UPSTREAM__DNS__INTERVAL": "0.2",
-        "FT_GATEWAY_UPSTREAM__DNS__NAMESERVER": dnsmasq.nameserver,
-    }
-    async with engines_on(port) as engines:
-        app = create_app(gateway_settings(environ=env))
-        async with running_server(app) as url, httpx.AsyncClient(base_url=url) as client:
-            response = await client.post(CHAT, json=chat())
-            assert response.status_code == 503
-            assert response.headers["retry-after"] == "1"
-            assert response.json()["error"]["code"] == "upstream_unavailable"
-            assert "DNS" in response.json()["error"]["message"]
-            assert (await client.get("/readyz")).status_code == 503
-            dnsmasq.set("later." + NAME, ADDRESSES[2:])
-            balancer = app.state.gateway.upstream
-            await until(lambda: len(balancer.replicas) == 1, "the name to resolve")
-            assert (await client.post(CHAT, json=chat())).status_code == 200
-            assert (await client.get("/readyz")).status_code == 200
-        assert engines[ADDRESSES[2]].arrived == 1
+    async with gateway_on(dnsmasq, "later." + NAME) as (port, engines, app, client):
+        response = await client.post(CHAT, json=chat())
+        assert response.status_code == 503
+        assert response.headers["retry-after"] == "1"
+        assert response.json()["error"]["code"] == "upstream_unavailable"
+        assert "DNS" in response.json()["error"]["message"]
+        assert (await client.get("/readyz")).status_code == 503
+        dnsmasq.set("later." + NAME, ADDRESSES[2:])
+        balancer = app.state.gateway.upstream
+        await until(lambda: len(balancer.replicas) == 1, "the name to resolve")
+        assert (await client.post(CHAT, json=chat())).status_code == 200
+        assert (await client.get("/readyz")).status_code == 200
+    assert engines[ADDRESSES[2]].arrived == 1
