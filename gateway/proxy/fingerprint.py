@@ -12,8 +12,6 @@ import re
 
 _KEY = b'"system_fingerprint"'
 _NULL = re.compile(rb'"system_fingerprint"\s*:\s*null')
-_OBJECT_START = re.compile(rb"^\s*\{(?=\s*\")")
-_EVENT_START = b"data: {"
 _PLAIN_START = b'data: {"'
 _ERROR_EVENT = b'data: {"error"'
 _DONE = b"data: [DONE]"
@@ -28,7 +26,11 @@ def stamp_answer(data: bytes, value: bytes) -> bytes:
     """A whole JSON answer with ``system_fingerprint`` set, unless the engine set it."""
     if _KEY in data:
         return _NULL.sub(b'"system_fingerprint":"' + value + b'"', data, count=1)
-    return _OBJECT_START.sub(lambda m: m.group(0) + _member(value), data, count=1)
+    start = data.find(b"{")
+    quote = data.find(b'"', start)
+    if start < 0 or quote < 0 or data[:start].strip() or data[start + 1 : quote].strip():
+        return data  # not an object, or an empty one
+    return data[: start + 1] + b'"system_fingerprint":"' + value + b'",' + data[start + 1 :]
 
 
 def stamp_events(events: bytes, value: bytes) -> bytes:
@@ -37,10 +39,10 @@ def stamp_events(events: bytes, value: bytes) -> bytes:
     if _KEY in events:
         return _stamp_each(events, value)
     plain = events.count(_PLAIN_START)
-    if _ERROR_EVENT in events or plain != events.count(b"data:") - events.count(_DONE):
-        return _EVENT.sub(lambda m: m.group(0) + _member(value), events)
-    # The common case, as engines write events: one C-level replace, no parse.
-    return events.replace(_PLAIN_START, _EVENT_START + _member(value) + b'"')
+    if _ERROR_EVENT not in events and plain == events.count(b"data:") - events.count(_DONE):
+        # The common case, as engines write events: one C-level replace, no parse.
+        return events.replace(_PLAIN_START, b'data: {"system_fingerprint":"' + value + b'","')
+    return _EVENT.sub(lambda m: m.group(0) + _member(value), events)
 
 
 def _stamp_each(events: bytes, value: bytes) -> bytes:

@@ -92,8 +92,10 @@ class StreamTranslator:
         self.usage: dict[str, Any] | None = None
         self.chat_usage: Any = None  # the engine's own usage object, for metering
         self.final: dict[str, Any] | None = None
-        # The response's system_fingerprint: the gateway's, or the engine's once it sends one.
+        # The response's system_fingerprint: the gateway's, or the engine's own, read from
+        # its first chunk (an engine that sends one sends it on every chunk).
         self.fingerprint: str | None = None
+        self._first_chunk = True
 
     def _event(self, kind: str, data: dict[str, Any]) -> bytes:
         data = {"type": kind, "sequence_number": self.sequence, **data}
@@ -134,9 +136,11 @@ class StreamTranslator:
 
     def chunk(self, chunk: dict[str, Any]) -> bytes:
         """The events for one chat chunk (often one delta event, or none)."""
-        own = chunk.get("system_fingerprint")
-        if own is not None and isinstance(own, str):
-            self.fingerprint = own
+        if self._first_chunk:
+            self._first_chunk = False
+            own = chunk.get("system_fingerprint")
+            if isinstance(own, str):
+                self.fingerprint = own
         choices = chunk.get("choices")
         item = self.open
         if (

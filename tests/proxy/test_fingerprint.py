@@ -41,6 +41,7 @@ FP = b"fp_0123456789"
             b'{"id":"c1","system_fingerprint":"fp_engine"}',
         ),
         (b"{}", b"{}"),
+        (b'[{"id":"c1"}]', b'[{"id":"c1"}]'),
     ],
 )
 def test_a_whole_answer_gets_one_unless_the_engine_sent_its_own(
