@@ -280,7 +280,10 @@ def _passes(compiled: ObjectRules, obj: dict[str, Any], known: str | None) -> bo
 
 def walk_value(rule: FieldRule, value: Any, path: str, walk: Walk) -> Any:
     """Inside a value its own rule passed: the rule's ``select`` (on an array's
-    members, or on an object), else its ``fields`` (on an object)."""
+    members, or on an object), else its ``fields`` (on an object); an input of token
+    ids by ``token_ids``."""
+    if rule.token_ids is not None and is_token_ids(value):
+        return _token_ids(rule.token_ids, value, path, walk)
     select = rule.select
     if select is not None:
         if isinstance(value, list):
@@ -290,6 +293,29 @@ def walk_value(rule: FieldRule, value: Any, path: str, walk: Walk) -> Any:
         return value
     if rule.fields is not None and isinstance(value, dict):
         return walk_object(_object_rules(rule), value, path, walk)
+    return value
+
+
+def is_token_ids(value: Any) -> bool:
+    """Whether an embeddings input is token ids: an array of integers, or of integer
+    arrays (its members' types are checked by the field's own rule)."""
+    return type(value) is list and bool(value) and type(value[0]) in (int, list)
+
+
+def _token_ids(rule: FieldRule, value: Any, path: str, walk: Walk) -> Any:
+    if rule.action == "reject":
+        reason = f" {rule.reason}" if rule.reason else ""
+        walk.reject(
+            path,
+            InvalidRequest(
+                f"Unsupported value: '{path}' given as token ids is not supported by this "
+                f"deployment; send the text.{reason}",
+                param=path,
+                code="unsupported_value",
+            ),
+        )
+    elif walk.trace:
+        walk.outcomes.append(Outcome(path, PASSED, "token ids"))
     return value
 
 

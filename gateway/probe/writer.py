@@ -12,6 +12,8 @@ from gateway.probe.message_rules import messages_rule
 from gateway.probe.responses import route_lines as responses_route_lines
 from gateway.probe.route import CHAT
 from gateway.probe.runner import ProbeResult, RouteResult
+from gateway.probe.vectors import PROBES as VECTOR_ROUTES
+from gateway.probe.vectors import route_lines as vector_route_lines
 from gateway.probe.verdict import (
     BROKEN,
     HONOURED,
@@ -104,7 +106,9 @@ def render_policy(result: ProbeResult, *, schema: str | None = None) -> str:
     lines += _unknown_comment(result, day)
     lines += ["unknown_fields: reject", "", "routes:"]
     for route in result.routes:
-        if route.error is None:
+        if route.error is None and route.route in VECTOR_ROUTES:
+            lines += vector_route_lines(route.route, route.verdicts, result.model, day)
+        elif route.error is None:
             lines += _route_lines(route, result, day)
     if result.responses is not None:
         lines += responses_route_lines(result.responses, result.route(CHAT), day)
