@@ -1,7 +1,7 @@
 """A deterministic, cheap embedding model and the reranker built on it.
 
 Each input (its token ids) becomes the hashed features of its token unigrams and
-bigrams, the text's edges marked, each feature spread over a few signed
+bigrams, the text's edges marked, each feature spread over a few weighted, signed
 coordinates of a fixed width (a sparse random projection, keyed by blake2b so it
 is the same in every process), then L2-normalised. ``dimensions`` is honoured
 Matryoshka-style: the vector truncated to its first ``dimensions`` coordinates and
@@ -20,7 +20,11 @@ from collections.abc import Sequence
 from functools import lru_cache
 
 WIDTH = 1536  # text-embedding-3-small's: what clients size their indexes by
-_SPREAD = 4  # coordinates per feature
+# Each feature lands once within each of these leading spans, so the leading
+# coordinates carry every feature, as a Matryoshka model's do: a short prefix is
+# still the text's vector, not zeros.
+_SPANS = (16, 128, 512, WIDTH)
+_SPREAD = len(_SPANS)
 _EDGE = -1  # the id that marks the text's start and end in a bigram
 
 
@@ -28,7 +32,10 @@ _EDGE = -1  # the id that marks the text's start and end in a bigram
 def _coordinates(feature: tuple[int, int]) -> tuple[tuple[int, float], ...]:
     digest = hashlib.blake2b(struct.pack("<qq", *feature), digest_size=4 * _SPREAD).digest()
     words = struct.unpack(f"<{_SPREAD}I", digest)
-    return tuple((w % WIDTH, 1.0 if w & 0x80000000 else -1.0) for w in words)
+    return tuple(
+        (w % span, (1.0 + (w >> 20 & 0xFF) / 256) * (1.0 if w & 0x80000000 else -1.0))
+        for w, span in zip(words, _SPANS, strict=True)
+    )
 
 
 def embed(ids: Sequence[int]) -> list[float]:
