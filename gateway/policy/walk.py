@@ -282,8 +282,6 @@ def walk_value(rule: FieldRule, value: Any, path: str, walk: Walk) -> Any:
     """Inside a value its own rule passed: the rule's ``select`` (on an array's
     members, or on an object), else its ``fields`` (on an object); an input of token
     ids by ``token_ids``."""
-    if rule.token_ids is not None and is_token_ids(value):
-        return _token_ids(rule.token_ids, value, path, walk)
     select = rule.select
     if select is not None:
         if isinstance(value, list):
@@ -293,6 +291,8 @@ def walk_value(rule: FieldRule, value: Any, path: str, walk: Walk) -> Any:
         return value
     if rule.fields is not None and isinstance(value, dict):
         return walk_object(_object_rules(rule), value, path, walk)
+    if rule.token_ids is not None and is_token_ids(value):
+        return _token_ids(rule.token_ids, value, path, walk)
     return value
 
 

@@ -59,6 +59,7 @@ async def reply(call: Call, route: Route, response: UpstreamResponse, limits: Li
         if record.trace is not None:
             record.trace.answer(answer)
         shaped = await route.answer(call, answer, data)
+        del answer  # not held while the client reads (an embeddings answer: ~1 MB parsed)
         if shaped is not None:
             headers, data = shaped
         headers.append((b"content-length", str(len(data)).encode()))

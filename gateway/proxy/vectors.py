@@ -43,14 +43,14 @@ def mixed_input(value: Any) -> InvalidRequest | None:
     ids, ids with id arrays), naming the first member that differs from the first."""
     if type(value) is not list or not value:
         return None
-    first = json_type(value[0])
+    first = type(value[0])
     for index, member in enumerate(value):
-        kind = json_type(member)
-        if kind != first:
+        if type(member) is not first:  # one comparison a member: no call
             param = f"input[{index}]"
+            expected, got = json_type(value[0]), json_type(member)
             return InvalidRequest(
-                f"Invalid type for '{param}': expected {_ARTICLE.get(first, first)} like "
-                f"'input[0]', but got {_ARTICLE.get(kind, kind)} instead.",
+                f"Invalid type for '{param}': expected {_ARTICLE.get(expected, expected)} like "
+                f"'input[0]', but got {_ARTICLE.get(got, got)} instead.",
                 param=param,
                 code="invalid_type",
             )
