@@ -309,7 +309,7 @@ def _token_ids(rule: FieldRule, value: Any, path: str, walk: Walk) -> Any:
             path,
             InvalidRequest(
                 f"Unsupported value: '{path}' given as token ids is not supported by this "
-                f"deployment; send the text.{reason}",
+                f"deployment.{reason}",
                 param=path,
                 code="unsupported_value",
             ),

@@ -301,7 +301,10 @@ def _embeddings_lines(route: _Verdicts, model: str, day: str) -> list[str]:
     if ids is not None and ids.outcome == HONOURED:
         input_rule["token_ids"] = {"action": "pass"}
     else:
-        input_rule["token_ids"] = {"action": "reject", "reason": "token ids are engine-specific."}
+        input_rule["token_ids"] = {
+            "action": "reject",
+            "reason": "Token ids are engine-specific: send the text.",
+        }
     lines += comment(_note("input (a batch)", batch, day), indent)
     lines += comment(_note("input (token ids)", ids, day), indent)
     lines += entry_lines("input", input_rule, indent)

@@ -64,7 +64,7 @@ def test_token_ids_are_refused_naming_input(chain: tuple[str, Counted]) -> None:
     error = caught.value.body
     assert isinstance(error, dict)
     assert error["param"] == "input"
-    assert "token ids are engine-specific" in error["message"]
+    assert "Token ids are engine-specific" in error["message"]
     assert counted.seen["/v1/embeddings"] == before
 
 

@@ -79,7 +79,10 @@ def test_openai_limits_and_token_ids(
 def test_token_ids_refusal_gives_the_reason(policy: Policy) -> None:
     decision = apply_policy(policy, EMBEDDINGS, _embed(input=[[791, 4062]]))
     assert decision.error is not None
-    assert decision.error.message.endswith("token ids are engine-specific.")
+    assert decision.error.message == (
+        "Unsupported value: 'input' given as token ids is not supported by this deployment. "
+        "Token ids are engine-specific: send the text."
+    )
     assert [(o.field, o.action) for o in decision.outcomes] == [("input", REJECTED)]
 
 
