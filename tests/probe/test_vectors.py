@@ -11,12 +11,14 @@ import httpx
 import openai
 import pytest
 
+from gateway.cli import main
+from gateway.policy.engine import Policy, apply_policy
 from gateway.policy.loading import parse_policy_text
 from gateway.probe.client import EngineClient
 from gateway.probe.runner import ProbeResult, planned_requests, probe_engine
 from gateway.probe.verdict import HONOURED, IGNORED
 from gateway.probe.writer import render_policy
-from gateway.routes import EMBEDDINGS, RERANK
+from gateway.routes import EMBEDDINGS, RERANK, guess_route
 from tests.support.probes import comments, outcomes
 from tests.support.sdk import sync_sdk
 from tests.support.vectors import EMBEDDING_MODEL, RERANK_MODEL, engine, gateway
@@ -89,3 +91,36 @@ def test_rerank_top_n_ignored_becomes_a_400(tmp_path: Path) -> None:
                 assert answer.status_code == 400
                 assert answer.json()["error"]["param"] == "top_n"
             assert counted.seen["/rerank"] + counted.seen[RERANK] == before
+
+
+def test_the_cli_probes_embeddings_and_writes_a_policy_that_checks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "embeddings.yaml"
+    with engine("encoding_format") as (url, _):
+        argv = ["probe", "--upstream", url, "--model", EMBEDDING_MODEL, "--route", "embeddings"]
+        assert main([*argv, "--out", str(out)]) == 0
+    table = capsys.readouterr().out
+    assert "encoding_format" in table and "ignored" in table
+    assert main(["check", str(out)]) == 0
+    text = comments(out.read_text())
+    assert "openai-python asks for base64 unless told otherwise" in text
+    policy = Policy(parse_policy_text(out.read_text()))
+    body = {"model": EMBEDDING_MODEL, "input": "a"}
+    refused = apply_policy(policy, EMBEDDINGS, body | {"encoding_format": "base64"}).error
+    assert refused is not None and refused.param == "encoding_format"
+    assert apply_policy(policy, EMBEDDINGS, body | {"encoding_format": "float"}).error is None
+
+
+@pytest.mark.parametrize(
+    ("body", "route"),
+    [
+        ({"model": "e", "input": "a", "encoding_format": "float"}, EMBEDDINGS),
+        ({"model": "r", "query": "q", "documents": ["a"]}, RERANK),
+        ({"model": "m", "input": "a"}, "/v1/responses"),
+    ],
+)
+def test_explain_guesses_the_route_by_its_telling_field(
+    body: dict[str, object], route: str
+) -> None:
+    assert guess_route(body) == route
