@@ -5,7 +5,8 @@
 probe can be tested both ways: ``dimensions`` (llama.cpp returns the full width,
 ggml-org/llama.cpp#25210), ``encoding_format`` (floats whatever was asked: SGLang
 before PR #32481, KoboldCpp, LitServe), ``top_n`` (every document ranked: LocalAI
-#6700), ``model`` (any name served: TEI).
+#6700), ``model`` (any name served: TEI), ``return_documents`` (documents always
+returned).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from refengine.embedding import WIDTH, cosine, embed, to_base64, truncated
 from refengine.errors import EngineError, ModelNotFound
 from refengine.tokenizer import Tokenizer
 
-NOOPS = ("dimensions", "encoding_format", "top_n", "model")
+NOOPS = ("dimensions", "encoding_format", "top_n", "model", "return_documents")
 MAX_INPUTS = 2048
 MAX_MODEL_LEN = 8192
 _Body = Callable[[Request], Coroutine[Any, Any, Any]]
@@ -156,7 +157,7 @@ class Vectors:
                 "index": index,
                 "relevance_score": cosine(question, embed(ids)),
             }
-            if body.get("return_documents", True) is not False:
+            if body.get("return_documents", True) is not False or "return_documents" in self.ignore:
                 result["document"] = {"text": text}
             results.append(result)
         results.sort(key=lambda r: (-r["relevance_score"], r["index"]))

@@ -93,6 +93,8 @@ class FieldRule(ValueSpec):
             raise ValueError("action 'default' needs 'value'")
         if self.action != "default" and self.value is not _UNSET:
             raise ValueError("'value' is only for action 'default'")
+        if self.token_ids is not None and self.token_ids.action not in ("pass", "reject"):
+            raise ValueError("'token_ids' takes action 'pass' or 'reject'")
         return self
 
     def model_post_init(self, context: Any) -> None:

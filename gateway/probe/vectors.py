@@ -206,13 +206,17 @@ def probe_rerank(client: EngineClient, *, model: str) -> Found:
     without = client.post(RERANK, base | {"return_documents": False})
     with_ = client.post(RERANK, base | {"return_documents": True})
     shown = [_has_documents(a) for a in (without, with_)]
-    what = f"documents returned: {shown[0]} when false, {shown[1]} when true"
+    what = _shown_documents(shown[0], shown[1])
     verdict = _judge("return_documents", without, shown == [False, True], what, what)
     if verdict.outcome == HONOURED:
         verdict = _judge("return_documents", with_, True, what, what)
     verdicts.append(verdict)
     verdicts.append(_model_verdict(client, RERANK, base))
     return verdicts, None
+
+
+def _shown_documents(when_false: bool | None, when_true: bool | None) -> str:
+    return f"documents returned: {when_false} when false, {when_true} when true"
 
 
 def _results(answer: Answer) -> list[Any] | None:
@@ -344,7 +348,13 @@ def _rerank_lines(route: _Verdicts, path: str, model: str, day: str) -> list[str
     lines += entry_lines("top_n", _rule(top_n, {"type": "integer", "minimum": 1}), indent)
     shown = route.verdict("return_documents")
     lines += comment(_note("return_documents", shown, day), indent)
-    lines += entry_lines("return_documents", _rule(shown, {"type": "boolean"}), indent)
+    rule = _rule(shown, {"type": "boolean"})
+    if shown is not None and shown.outcome == IGNORED:
+        # What the engine does whatever is asked is the one value that is no lie.
+        for always in (True, False):
+            if shown.summary.endswith(_shown_documents(always, always)):
+                rule["neutral"] = [always]
+    lines += entry_lines("return_documents", rule, indent)
     return lines + [""]
 
 

@@ -11,6 +11,7 @@ import pytest
 from gateway.policy.engine import PASSED, REJECTED, Policy, apply_policy
 from gateway.policy.loading import load_policy_file, parse_policy_text
 from gateway.policy.walk import is_token_ids
+from gateway.yamlsource import SourceError
 from tests.support.paths import POLICY
 
 EMBEDDINGS = "/v1/embeddings"
@@ -124,3 +125,12 @@ def test_rerank_and_tokenize_rules(
 ) -> None:
     error = apply_policy(policy, route, body).error
     assert error is not None and error.param == param
+
+
+def test_token_ids_takes_pass_or_reject_only() -> None:
+    text = POLICY.read_text().replace(
+        'token_ids: {action: reject, reason: "Token ids are engine-specific: send the text."}',
+        "token_ids: {action: strip}",
+    )
+    with pytest.raises(SourceError, match="'token_ids' takes action 'pass' or 'reject'"):
+        parse_policy_text(text, file="strip.yaml")

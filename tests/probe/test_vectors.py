@@ -124,3 +124,14 @@ def test_explain_guesses_the_route_by_its_telling_field(
     body: dict[str, object], route: str
 ) -> None:
     assert guess_route(body) == route
+
+
+def test_return_documents_ignored_passes_only_what_the_engine_does(tmp_path: Path) -> None:
+    with engine("return_documents") as (url, _):
+        result = _probe(url, RERANK, RERANK_MODEL)
+        assert outcomes(result, RERANK)["return_documents"] == IGNORED
+        policy = Policy(parse_policy_text(render_policy(result)))
+    body = {"model": RERANK_MODEL, "query": "q", "documents": ["a"]}
+    refused = apply_policy(policy, RERANK, body | {"return_documents": False}).error
+    assert refused is not None and refused.param == "return_documents"
+    assert apply_policy(policy, "/rerank", body | {"return_documents": True}).error is None
