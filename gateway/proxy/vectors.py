@@ -75,9 +75,10 @@ class EmbeddingsRoute(PolicedRoute):
     row = ROUTES[EMBEDDINGS]
 
     async def prepare(self, call: Call, raw: bytes, body: dict[str, Any]) -> Prepared:
+        # A shape no field rule states (one form per array), checked where the route is
+        # served; an undeclared route stays the 404.
         error = mixed_input(body.get("input"))
         if error is not None and self.state.policy.route(EMBEDDINGS) is not None:
-            call.record.outcomes = []
             raise error
         return await super().prepare(call, raw, body)
 
