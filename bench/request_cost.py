@@ -1,4 +1,5 @@
-"""Memory a request holds while the gateway serves it: ``python -m bench.heldmemory``.
+"""Memory a request holds, and CPU time it takes, in the gateway:
+``python -m bench.request_cost [--kind KIND ...] [--number N] [--cpu-number N]``.
 
 Each request kind of bench/callcounter.py (``--kind``, default chat json and embeddings
 json) goes through the gateway in this process (an ASGI call, bench/inprocess.py) to the
@@ -13,7 +14,9 @@ request, above what was allocated before it:
 - ``kept``: what is still allocated after it (caches; nothing should grow).
 
 Each figure is the least over ``--number`` requests: allocation sizes, not times, so
-they do not depend on the machine's load.
+they do not depend on the machine's load. ``cpu``: this process's CPU time per request
+(``time.process_time`` over ``--cpu-number`` requests one after another, tracemalloc off;
+the engine runs in its own process): a time, so meaningful only on an idle machine.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ import argparse
 import asyncio
 import logging.config
 import os
+import time
 import tracemalloc
 from collections.abc import Sequence
 from pathlib import Path
@@ -35,7 +39,7 @@ from bench.table import markdown
 ROOT = Path(__file__).resolve().parent.parent
 
 
-Figures = tuple[int, int, int]  # answering, peak, kept
+Figures = tuple[int, int, int, float]  # answering, peak, kept, cpu seconds
 
 
 async def _measured(app: object, kind: Kind, body: bytes) -> Figures:
@@ -54,11 +58,12 @@ async def _measured(app: object, kind: Kind, body: bytes) -> Figures:
     if call.status != 200:
         raise SystemExit(f"the gateway answered {call.status} to {kind.name}")
     after, peak = tracemalloc.get_traced_memory()
-    return answering, peak - before, after - before
+    return answering, peak - before, after - before, 0.0
 
 
-async def held(url: str, kinds: Sequence[Kind], number: int) -> dict[str, Figures]:
-    """Per kind: (answering, peak, kept) bytes per request, the least over ``number``."""
+async def held(url: str, kinds: Sequence[Kind], number: int, cpu_number: int) -> dict[str, Figures]:
+    """Per kind: (answering, peak, kept) bytes per request, the least over ``number``,
+    and the CPU seconds per request over ``cpu_number``."""
     create_app, load_settings, logging_config = _gateway()
     environ = {k: v for k, v in os.environ.items() if not k.startswith("FT_GATEWAY_")}
     settings = load_settings(
@@ -81,30 +86,37 @@ async def held(url: str, kinds: Sequence[Kind], number: int) -> dict[str, Figure
                     found.append(await _measured(app, kind, body))
             finally:
                 tracemalloc.stop()
+            cpu = time.process_time()
+            for _ in range(cpu_number):
+                await _one(app, kind, body, None)
+            per_request = (time.process_time() - cpu) / max(1, cpu_number)
             out[kind.name] = (
                 min(f[0] for f in found),
                 min(f[1] for f in found),
                 min(f[2] for f in found),
+                per_request,
             )
     return out
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m bench.heldmemory", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m bench.request_cost", description=__doc__)
     names = [k.name for k in KINDS]
     parser.add_argument(
         "--kind", action="append", choices=names, help="default: chat json, embeddings json"
     )
     parser.add_argument("--number", type=int, default=20, help="requests measured per kind")
+    parser.add_argument("--cpu-number", type=int, default=200, help="requests timed per kind")
     args = parser.parse_args(argv)
     chosen = args.kind or ["chat json", "embeddings json"]
     kinds = [k for k in KINDS if k.name in chosen]
     with fake_engine() as url, _logs_to_devnull():
-        figures = run(held(url, kinds, args.number))
-    rows = [["request", "request bytes", "answering", "peak", "kept after"]]
+        figures = run(held(url, kinds, args.number, args.cpu_number))
+    rows = [["request", "request bytes", "answering", "peak", "kept after", "cpu us"]]
     for kind in kinds:
-        shown = [str(len(orjson.dumps(kind.body))), *map(str, figures[kind.name])]
-        rows.append([kind.name, *shown])
+        answering, peak, kept, cpu = figures[kind.name]
+        shown = [len(orjson.dumps(kind.body)), answering, peak, kept, f"{cpu * 1e6:.0f}"]
+        rows.append([kind.name, *map(str, shown)])
     print(markdown(rows))
     return 0
 
