@@ -27,6 +27,8 @@ COPY pyproject.toml README.md /src/
 COPY gateway /src/gateway
 COPY sampler /src/sampler
 COPY refengine /src/refengine
+# The shipped policy, package data through the link gateway/policies/ft-serve.yaml.
+COPY policies/ft-serve.yaml /src/policies/ft-serve.yaml
 RUN /opt/build/bin/pip wheel --no-deps --no-build-isolation --wheel-dir /tmp/wheel /src \
  && /opt/build/bin/pip --python /opt/ft-gateway/bin/python install --no-deps \
       --target /opt/ft-gateway/app /tmp/wheel/*.whl \

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import signal
 import sys
 from collections.abc import Callable, Sequence
@@ -12,6 +13,8 @@ from typing import Any
 from gateway import __version__
 from gateway.app.factory import create_app
 from gateway.commands import check, explain, reload, schema
+from gateway.observe.logs import setup_logging
+from gateway.observe.startup import startup_record
 from gateway.probe import command as probe_command
 from gateway.routes import ROUTE_NAMES
 from gateway.serving.pidfile import PidfileBusy, serving_pidfile
@@ -30,7 +33,11 @@ def _add_serve(sub: Any) -> None:
     p.add_argument("--host", help="listen address")
     p.add_argument("--port", type=int, help="listen port")
     p.add_argument("--policy", help="policy file")
-    p.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    p.add_argument(
+        "--log-level",
+        choices=["debug", "info", "warning", "error"],
+        help="least severe lines written (default: info)",
+    )
     p.add_argument("--log-format", choices=["json", "text"], help="log lines (default: json)")
     p.add_argument(
         "--watch", action="store_true", default=None, help="reload the policy when its file changes"
@@ -104,6 +111,7 @@ def serve(args: argparse.Namespace) -> int:
         ("policy",): args.policy,
         ("watch_policy",): args.watch,
         ("log", "format"): args.log_format,
+        ("log", "level"): args.log_level,
     }
     workers = args.workers if args.workers is not None else available_cpus()
     if workers < 1:
@@ -112,8 +120,10 @@ def serve(args: argparse.Namespace) -> int:
     try:
         settings = load_settings(config_path(args.config), overrides=overrides)
     except SourceError as exc:
+        # Before the log stream starts: a person at a terminal reads this.
         print(f"ft-gateway: cannot start:\n{exc}", file=sys.stderr)
         return 2
+    setup_logging(settings.log.format, settings.log.level)
     with contextlib.ExitStack() as stack:
         try:
             # Before the app is built: its reloader writes its status beside the pidfile.
@@ -126,12 +136,16 @@ def serve(args: argparse.Namespace) -> int:
         except SourceError as exc:
             print(f"ft-gateway: cannot start:\n{exc}", file=sys.stderr)
             return 2
+        record = startup_record(
+            settings, app.state.gateway.policy, key_count=app.state.key_count, workers=workers
+        )
+        logging.getLogger("gateway").info("ft-gateway starting", extra=record)
         if workers > 1:
-            return serve_workers(settings, workers=workers, log_level=args.log_level)
+            return serve_workers(settings, workers=workers, log_level=settings.log.level)
         # uvicorn re-raises the SIGTERM it drained on: exit through this block (the
         # pidfile removed) rather than die by the signal.
         signal.signal(signal.SIGTERM, _exit_drained)
-        run_server(app, settings, log_level=args.log_level)
+        run_server(app, settings, log_level=settings.log.level)
     return 0
 
 

@@ -1,8 +1,9 @@
 """Graceful shutdown: stop taking requests, let those in flight finish, then end them.
 
 On SIGTERM (server.py) ``begin`` turns /readyz to 503 at once so a load
-balancer stops sending, and new requests that still arrive on open
-connections get 503 with Retry-After. Requests in flight carry on; when the
+balancer stops sending, and new requests that still arrive (the port stays
+open until the drain is over, so a probe gets its answer rather than a refused
+connection) get 503 with Retry-After. Requests in flight carry on; when the
 drain time-out passes, each is cancelled through what it registered with
 ``register`` (its Cutoff), and the proxy answers 503 if it had not started its response, or
 ends the stream with an SSE error event if it had.
@@ -28,13 +29,23 @@ class Drain:
         self.expired = False
         self._scopes: set[Cancellable] = set()
         self._timer: asyncio.TimerHandle | None = None
+        self._idle: asyncio.Event | None = None
 
     def begin(self, timeout: float) -> None:
         """Refuse new work from now on; end the work in flight after ``timeout`` seconds."""
         if self.draining:
             return
         self.draining = True
+        self._idle = asyncio.Event()
+        if not self._scopes:
+            self._idle.set()
         self._timer = asyncio.get_running_loop().call_later(timeout, self.expire)
+
+    async def finished(self) -> None:
+        """Return once draining and no request is in flight any more."""
+        if self._idle is None:
+            raise RuntimeError("the drain has not begun")
+        await self._idle.wait()
 
     def expire(self) -> None:
         """End every request still in flight."""
@@ -56,3 +67,5 @@ class Drain:
     def unregister(self, target: Cancellable) -> None:
         """Stop tracking ``target``."""
         self._scopes.discard(target)
+        if not self._scopes and self._idle is not None:
+            self._idle.set()

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
+import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
 
 from gateway.limits.config import Metering, RateLimits
@@ -25,7 +26,18 @@ _ENV_ALIASES: dict[str, tuple[str, ...]] = {
     "PORT": ("listen", "port"),
     "UPSTREAM": ("upstream", "url"),
     "POLICY": ("policy",),
+    "LOG_LEVEL": ("log", "level"),
 }
+# The policy serve uses when none is named: installed with the package (in the
+# repository, gateway/policies/ft-serve.yaml links to policies/ft-serve.yaml).
+SHIPPED_POLICY = Path(__file__).resolve().parent / "policies" / "ft-serve.yaml"
+# Paths in a config file that are relative to that file (not to the working directory).
+_FILE_PATHS: tuple[tuple[str, ...], ...] = (
+    ("policy",),
+    ("auth", "keys_file"),
+    ("store", "path"),
+    ("server", "pidfile"),
+)
 
 
 class _Section(BaseModel):
@@ -199,6 +211,9 @@ class Log(_Section):
     """What the gateway writes to stdout: one line per request, and its own events."""
 
     format: Literal["json", "text"] = Field(default="json", description="json, or text for humans")
+    level: Literal["debug", "info", "warning", "error"] = Field(
+        default="info", description="the least severe lines written"
+    )
     requests: bool = Field(default=True, description="one line per request")
 
 
@@ -243,7 +258,10 @@ class Store(_Section):
         description="none (previous_response_id is a 400), memory (one process), sqlite "
         "(a file, one host), or redis (shared by workers and pods)",
     )
-    path: Path = Field(default=Path("responses.sqlite3"), description="sqlite: the file")
+    path: Path = Field(
+        default=Path("responses.sqlite3"),
+        description="sqlite: the file (in a config file: relative to that file)",
+    )
     url: str = Field(
         default="redis://127.0.0.1:6379/0", pattern=r"^rediss?://", description="redis: server"
     )
@@ -260,7 +278,10 @@ class Settings(_Section):
     limits: Limits = Field(default_factory=Limits)
     auth: Auth = Field(default_factory=Auth)
     server: Server = Field(default_factory=Server)
-    policy: Path = Path("policies/ft-serve.yaml")
+    policy: Path = Field(
+        default=SHIPPED_POLICY,
+        description="the field policy file (default: the one installed with ft-gateway)",
+    )
     watch_policy: bool = Field(
         default=False, description="reload the policy when its file changes (SIGHUP always does)"
     )
@@ -304,25 +325,41 @@ def _set(data: dict[str, Any], path: tuple[str, ...], value: Any) -> None:
     node[path[-1]] = value
 
 
-def _replace_address(data: dict[str, Any], path: tuple[str, ...]) -> None:
+_ADDRESS = (("upstream", "url"), ("upstream", "urls"), ("upstream", "dns"))
+
+
+def _replace_address(data: dict[str, Any], path: tuple[str, ...]) -> bool:
     # A flag or variable that names the engine replaces the file's engine list
-    # whichever of url/urls the file used.
+    # whichever of url/urls the file used. True: every address key is now the flag's.
+    if path not in _ADDRESS[:2]:
+        return False
     upstream = data.get("upstream")
-    if path in (("upstream", "url"), ("upstream", "urls")) and isinstance(upstream, dict):
+    if isinstance(upstream, dict):
         data["upstream"] = {k: v for k, v in upstream.items() if k not in ("url", "urls", "dns")}
+    return True
 
 
-def env_overrides(environ: Mapping[str, str]) -> dict[tuple[str, ...], str]:
-    """``FT_GATEWAY_*`` variables as key paths."""
-    out: dict[tuple[str, ...], str] = {}
+def env_overrides(environ: Mapping[str, str]) -> dict[tuple[str, ...], Any]:
+    """``FT_GATEWAY_*`` variables as key paths. A value written as a YAML (or JSON)
+    list or mapping, ``["http://a:8000", "http://b:8000"]``, is that list or mapping."""
+    out: dict[tuple[str, ...], Any] = {}
     for name, value in environ.items():
         if not name.startswith(ENV_PREFIX) or name == ENV_PREFIX + "CONFIG":
             continue
         key = name[len(ENV_PREFIX) :]
         path = _ENV_ALIASES.get(key) or tuple(p.lower() for p in key.split("__") if p)
         if path:
-            out[path] = value
+            out[path] = _structured(value)
     return out
+
+
+def _structured(value: str) -> Any:
+    if not value.lstrip().startswith(("[", "{")):
+        return value
+    try:
+        return yaml.safe_load(value)
+    except yaml.YAMLError:
+        return value  # validation then names the variable
 
 
 def load_settings(
@@ -346,11 +383,13 @@ def load_settings(
     origin: dict[tuple[str, ...], str] = {}
     for path, value in (overrides or {}).items():
         if value is not None:
-            _replace_address(data, path)
+            if _replace_address(data, path):
+                origin.update(dict.fromkeys(_ADDRESS, "command line"))
             _set(data, path, value)
             origin[path] = "command line"
     for path, value in env_overrides(environ).items():
-        _replace_address(data, path)
+        if _replace_address(data, path):
+            origin.update(dict.fromkeys(_ADDRESS, "environment"))
         _set(data, path, value)
         origin[path] = "environment"
     try:
@@ -362,6 +401,10 @@ def load_settings(
             msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
             msg = msg.removeprefix("Value error, ")
             source = next((o for p, o in origin.items() if loc[: len(p)] == p), None)
+            if source is None:
+                # A section's own check (upstream's url/urls): blame a flag or variable
+                # that set a key of it, rather than the file's line for the section.
+                source = next((o for p, o in origin.items() if p[: len(loc)] == loc), None)
             if source is not None:
                 problems.append(Problem(source, 0, loc, msg))
             else:
@@ -371,13 +414,26 @@ def load_settings(
     settings._source = (file, dict(overrides or {}))
     if config is not None:
         here = Path(config).resolve().parent
-        if not settings.policy.is_absolute() and ("policy",) not in origin:
-            settings.policy = here / settings.policy
-        keys = settings.auth.keys_file
-        if keys is not None and not keys.is_absolute() and ("auth", "keys_file") not in origin:
-            settings.auth.keys_file = here / keys
+        for path in _FILE_PATHS:
+            if path in origin or not _given(doc.data, path):
+                continue  # a flag or variable: relative to the working directory
+            *sections, key = path
+            node: Any = settings
+            for section in sections:
+                node = getattr(node, section)
+            value = getattr(node, key)
+            if isinstance(value, Path) and not value.is_absolute():
+                setattr(node, key, here / value)
     settings._declared = settings.model_dump(mode="json")
     return settings
+
+
+def _given(data: Any, path: tuple[str, ...]) -> bool:
+    for key in path:
+        if not isinstance(data, dict) or key not in data:
+            return False
+        data = data[key]
+    return data is not None
 
 
 def config_path(arg: str | None) -> str | None:

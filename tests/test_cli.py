@@ -1,14 +1,24 @@
 """The command line: serve refuses a bad config with file, key path and line, and an
-unset engine key variable; it leaves no pidfile behind."""
+unset engine key variable; it leaves no pidfile behind; it starts with no arguments
+at all from any directory."""
 
 from __future__ import annotations
 
+import asyncio
+import hashlib
+import os
+import signal
+import sys
 from pathlib import Path
 
+import httpx
 import pytest
 
 from gateway.cli import main
-from tests.support.paths import POLICY
+from gateway.settings import SHIPPED_POLICY
+from tests.docs.markdown import blocks
+from tests.support.paths import POLICY, ROOT
+from tests.support.processes import START_TIMEOUT, GatewayProcess
 
 
 @pytest.fixture(autouse=True)
@@ -42,6 +52,53 @@ def test_serve_with_a_bad_file_exits_2_naming_the_problem(
     assert main(["serve", flag, str(path)]) == 2
     assert f"{path}{problem}" in capsys.readouterr().err
     assert list(tmp_path.iterdir()) == [path]
+
+
+@pytest.mark.anyio
+async def test_bare_serve_from_an_empty_directory_uses_the_shipped_policy(tmp_path: Path) -> None:
+    """``ft-gateway serve`` with no arguments, far from the repository, starts."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FT_GATEWAY_")}
+    env.update(FT_GATEWAY_PORT="0", TMPDIR=str(tmp_path))  # a free port; else all defaults
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "gateway",
+        "serve",
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.STDOUT,
+        env=env,
+        cwd=tmp_path,
+        start_new_session=True,
+    )
+    gateway = GatewayProcess(process)
+    try:
+        match = await gateway.wait_for_line(r"(?:serving on|running on) http://127\.0\.0\.1:(\d+)")
+        async with httpx.AsyncClient(timeout=30) as client:
+            ready = (await client.get(f"http://127.0.0.1:{match[1]}/readyz")).json()
+        assert ready["policy"]["sha256"] == hashlib.sha256(POLICY.read_bytes()).hexdigest()
+        assert Path(ready["policy"]["path"]) == SHIPPED_POLICY
+        process.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(START_TIMEOUT):
+            assert await process.wait() == 0
+    finally:
+        if process.returncode is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            await process.wait()
+
+
+def test_the_docs_small_config_passes_check_outside_the_repository(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    page = ROOT / "docs" / "configuration.md"
+    (small,) = [b for b in blocks(page) if b.lang == "yaml" and "api_key_env: ENGINE_KEY" in b.text]
+    config = tmp_path / "config.yaml"
+    config.write_text(small.text)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("ENGINE_KEY", "sk-engine")
+    for name in [n for n in os.environ if n.startswith("FT_GATEWAY_")]:
+        monkeypatch.delenv(name)
+    assert main(["check", "--config", "config.yaml"]) == 0, capsys.readouterr()
+    assert str(SHIPPED_POLICY) in capsys.readouterr().out
 
 
 def test_serve_refuses_an_unset_engine_key_variable(

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.settings import load_settings
+from gateway.settings import SHIPPED_POLICY, load_settings
 from gateway.yamlsource import SourceError, parse_yaml
 from tests.support.paths import POLICY, ROOT
 
@@ -31,11 +31,78 @@ def test_flags_override_file_and_env_overrides_flags(tmp_path: Path) -> None:
     assert settings.timeouts.connect == 1.5
 
 
-def test_policy_path_is_relative_to_the_config_file(tmp_path: Path) -> None:
+def test_relative_paths_are_relative_to_the_config_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     config = tmp_path / "sub" / "gw.yaml"
     config.parent.mkdir()
-    config.write_text("policy: p.yaml\n")
-    assert load_settings(config, environ={}).policy == (tmp_path / "sub" / "p.yaml")
+    config.write_text(
+        "policy: p.yaml\nauth: {keys_file: keys.yaml}\n"
+        "store: {backend: sqlite, path: data/responses.sqlite3}\n"
+    )
+    monkeypatch.chdir(tmp_path)  # not the config file's folder
+    settings = load_settings(config, environ={})
+    here = tmp_path / "sub"
+    assert settings.policy == here / "p.yaml"
+    assert settings.auth.keys_file == here / "keys.yaml"
+    assert settings.store.path == here / "data" / "responses.sqlite3"
+    # A flag or variable is relative to the working directory, as a shell user expects.
+    flagged = load_settings(
+        config,
+        overrides={("policy",): "q.yaml"},
+        environ={"FT_GATEWAY_STORE__PATH": "r.sqlite3"},
+    )
+    assert flagged.policy == Path("q.yaml")
+    assert flagged.store.path == Path("r.sqlite3")
+
+
+def test_the_default_policy_is_the_installed_one(tmp_path: Path) -> None:
+    config = tmp_path / "gw.yaml"
+    config.write_text("log: {format: text}\n")
+    for settings in (load_settings(config, environ={}), load_settings(None, environ={})):
+        assert settings.policy == SHIPPED_POLICY
+        assert settings.policy.is_absolute()
+        assert settings.policy.read_bytes() == POLICY.read_bytes()
+
+
+def test_the_log_level_is_a_key_a_variable_and_a_flag(tmp_path: Path) -> None:
+    config = tmp_path / "gw.yaml"
+    config.write_text("log: {level: warning}\n")
+    assert load_settings(None, environ={}).log.level == "info"
+    assert load_settings(config, environ={}).log.level == "warning"
+    assert load_settings(config, environ={"FT_GATEWAY_LOG_LEVEL": "debug"}).log.level == "debug"
+    flagged = load_settings(config, overrides={("log", "level"): "error"}, environ={})
+    assert flagged.log.level == "error"
+    with pytest.raises(SourceError, match=r"environment:0: log.level: Input should be"):
+        load_settings(config, environ={"FT_GATEWAY_LOG__LEVEL": "loud"})
+
+
+def test_a_variable_can_hold_a_list(tmp_path: Path) -> None:
+    config = tmp_path / "gw.yaml"
+    config.write_text("upstream:\n  url: http://127.0.0.1:8000\n")
+    urls = '["http://127.0.0.1:8001", "http://127.0.0.1:8002"]'
+    settings = load_settings(config, environ={"FT_GATEWAY_UPSTREAM__URLS": urls})
+    assert settings.upstream.replicas == ["http://127.0.0.1:8001", "http://127.0.0.1:8002"]
+    # The comma-separated form still works.
+    environ = {"FT_GATEWAY_UPSTREAM__URLS": "http://127.0.0.1:8001,http://127.0.0.1:8002"}
+    assert load_settings(config, environ=environ).upstream.replicas == settings.upstream.replicas
+
+
+@pytest.mark.parametrize(
+    "environ",
+    [
+        {"FT_GATEWAY_UPSTREAM__URLS": '["ftp://127.0.0.1:8001"]'},
+        {"FT_GATEWAY_UPSTREAM__URLS": "[]"},
+        {"FT_GATEWAY_UPSTREAM__URLS": "{a: 1}"},
+        {"FT_GATEWAY_UPSTREAM": "http://127.0.0.1:8001/v1, ftp://x"},
+    ],
+)
+def test_a_bad_variable_is_blamed_not_the_file(tmp_path: Path, environ: dict[str, str]) -> None:
+    config = tmp_path / "gw.yaml"
+    config.write_text("upstream:\n  url: http://127.0.0.1:8000\n")
+    with pytest.raises(SourceError) as info:
+        load_settings(config, environ=environ)
+    assert all(p.file == "environment" for p in info.value.problems), str(info.value)
 
 
 @pytest.mark.parametrize(

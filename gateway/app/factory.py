@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import importlib
 import logging
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
@@ -96,12 +97,14 @@ def create_app(
     registry: CollectorRegistry | None = None,
     worker_dir: Path | None = None,
     worker_index: int = 0,
+    metrics_socket: socket.socket | None = None,
     span_exporter: SpanExporter | None = None,
 ) -> Starlette:
     """Build the gateway. Tests inject ``transport``; production passes none.
     Metrics go to ``registry`` (a new one per app by default); ``worker_dir``:
     this app is one of several workers, which meet there to add up metrics;
     ``worker_index``: its number among them (rate limits shared in memory);
+    ``metrics_socket``: the metrics port, bound by the workers' parent;
     ``span_exporter``: where spans go instead of OTLP (the bench's no-op one)."""
     # The same function builds what a reload and ``check`` build: they agree.
     live = load_reloadable(settings, policy=policy)
@@ -138,7 +141,7 @@ def create_app(
         observers.append(tracer)
     state.observer = observers[0] if len(observers) == 1 else Observers(*observers)
     reloader = Reloader(state, metrics=metrics, keyring=live.keyring)
-    exposure = MetricsExposure(settings, metrics, worker_dir=worker_dir)
+    exposure = MetricsExposure(settings, metrics, worker_dir=worker_dir, sock=metrics_socket)
     health = Health(state, reloader)
     store = make_store(settings.store) if settings.upstream.responses == "translate" else None
 
@@ -193,6 +196,7 @@ def create_app(
         },
     )
     app.state.gateway = state
+    app.state.key_count = len(live.keyring.keys) if live.keyring is not None else None
     app.state.metrics = metrics
     app.state.reloader = reloader
     return app

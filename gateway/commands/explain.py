@@ -21,7 +21,7 @@ from gateway.commands.check import display_path
 from gateway.errors import GatewayError, render
 from gateway.limits.limiter import reservation
 from gateway.limits.report import describe_limits
-from gateway.policy.engine import Outcome, Policy, apply_policy
+from gateway.policy.engine import STEPS, Outcome, Policy, apply_policy
 from gateway.policy.file import PolicyFile
 from gateway.policy.loading import load_policy_file
 from gateway.proxy.request import parse_request, request_content
@@ -79,7 +79,8 @@ def explain_request(
     try:
         body = parse_request(raw, _JSON_HEADERS)
         decision = apply_policy(policy, route, body, profile=profile, trace=True)
-        result.outcomes = decision.outcomes
+        # Listed in the order the steps apply (docs/policy.md): checks, strip, rename, default.
+        result.outcomes = sorted(decision.outcomes, key=lambda o: STEPS.get(o.action, 0))
         if decision.error is not None:
             raise decision.error
     except GatewayError as exc:

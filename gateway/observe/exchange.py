@@ -62,6 +62,8 @@ class Exchange:
         self.route = route
         self.request_id = request_id
         self.started = time.perf_counter() if started is None else started
+        if not fields:
+            return
         for name, value in fields.items():
             if name not in _FIELDS:
                 raise TypeError(f"Exchange has no field {name!r}")

@@ -7,17 +7,22 @@ the names of the fields the policy acted on, statuses, timings and sizes.
 Names that come from the client are cut short and, in text, quoted when they
 hold spaces or control characters, so a request cannot forge a log line.
 
-``logging_config`` formats the gateway's and uvicorn's own log records the
-same way; uvicorn applies it in every worker process it starts.
+``setup_logging`` makes everything else the process writes one stream too:
+the gateway's and uvicorn's records, every other library's (the OpenTelemetry
+SDK's exporter retries and failures), Python warnings and uncaught exceptions,
+each one line on stdout in the same format. Each worker process calls it too.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import logging.config
 import sys
+import threading
 import time
 from datetime import UTC, datetime
+from types import TracebackType
 from typing import Any, BinaryIO, Literal
 
 import orjson
@@ -123,7 +128,9 @@ class AccessLog:
         record = request_record(exchange, time.perf_counter())
         ts = _timestamp(time.time())
         if self.json:
-            line = orjson.dumps({"ts": ts, "event": "request", **record}, option=_LINE)
+            line = orjson.dumps(
+                {"ts": ts, "level": "info", "event": "request", **record}, option=_LINE
+            )
         else:
             head = f"{record.pop('method')} {record.pop('path')} {record.pop('status') or '-'}"
             if not record["fields"]:
@@ -185,7 +192,9 @@ def _extra(record: logging.LogRecord) -> dict[str, Any]:
 
 
 def logging_config(format: LogFormat, level: str = "info") -> dict[str, Any]:
-    """A ``logging.config.dictConfig`` for the gateway's and uvicorn's loggers (stdout)."""
+    """A ``logging.config.dictConfig`` for every logger of the process, to stdout:
+    the gateway's and uvicorn's at ``level``; other libraries' (the root logger) at
+    warning and above, or debug and above when ``level`` is debug."""
     formatter = JsonFormatter if format == "json" else TextFormatter
     handler = {
         "class": "logging.StreamHandler",
@@ -193,14 +202,43 @@ def logging_config(format: LogFormat, level: str = "info") -> dict[str, Any]:
         "stream": "ext://sys.stdout",
     }
     logger = {"handlers": ["stdout"], "level": level.upper(), "propagate": False}
+    others = level.upper() if level in ("debug", "warning", "error") else "WARNING"
     return {
         "version": 1,
         "disable_existing_loggers": False,
         "formatters": {"gateway": {"()": f"{__name__}.{formatter.__name__}"}},
         "handlers": {"stdout": handler},
+        "root": {"handlers": ["stdout"], "level": others},
         "loggers": {
             "gateway": logger,
             "uvicorn": logger,
             "uvicorn.error": {"level": level.upper()},
         },
     }
+
+
+def setup_logging(format: LogFormat, level: str = "info") -> None:
+    """Send everything this process writes to stdout in ``format``: log records (see
+    ``logging_config``), Python warnings, and exceptions no code caught."""
+    logging.config.dictConfig(logging_config(format, level))
+    logging.captureWarnings(True)
+    sys.excepthook = _log_uncaught
+    threading.excepthook = _log_thread_exception
+
+
+_crash = logging.getLogger("gateway.crash")
+
+
+def _log_uncaught(kind: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
+    _crash.critical("uncaught exception", exc_info=(kind, exc, tb))
+
+
+def _log_thread_exception(args: threading.ExceptHookArgs) -> None:
+    if args.exc_type is SystemExit or args.exc_value is None:
+        return
+    name = args.thread.name if args.thread is not None else "?"
+    _crash.error(
+        "uncaught exception in thread %s",
+        name,
+        exc_info=(args.exc_type, args.exc_value, args.exc_traceback),
+    )

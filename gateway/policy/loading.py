@@ -10,6 +10,7 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
+import math
 import re
 import types
 import typing
@@ -24,6 +25,7 @@ from gateway.policy.file import (
     Select,
     merge_rule,
 )
+from gateway.policy.values import ValueSpec
 from gateway.yamlsource import (
     Problem,
     SourceError,
@@ -153,6 +155,40 @@ def _without(data: dict[str, Any], locs: list[tuple[Any, ...]]) -> dict[str, Any
     return out
 
 
+def impossible(spec: ValueSpec, name: str) -> list[tuple[tuple[Any, ...], str]]:
+    """Where ``spec`` (and the specs of its items and values) accepts no value at all:
+    (key path inside the spec, message). Such a rule is a typo, not a policy."""
+    found: list[tuple[tuple[Any, ...], str]] = []
+    every = "no value can pass, every request with the field would be refused"
+    for low, high in (
+        ("minimum", "maximum"),
+        ("min_items", "max_items"),
+        ("min_length", "max_length"),
+    ):
+        lo, hi = getattr(spec, low), getattr(spec, high)
+        if lo is not None and hi is not None and lo > hi:
+            found.append(((low,), f"{low} {lo} is above {high} {hi}: {every}"))
+    kinds = set(spec.type if isinstance(spec.type, list) else [spec.type])
+    if (
+        kinds == {"integer"}
+        and spec.minimum is not None
+        and spec.maximum is not None
+        and spec.minimum <= spec.maximum
+        and math.ceil(spec.minimum) > math.floor(spec.maximum)
+    ):
+        found.append((("minimum",), f"no integer lies between minimum and maximum: {every}"))
+    if spec.enum is not None:
+        if not spec.enum:
+            found.append((("enum",), f"an empty enum: {every}"))
+        elif not found and all(spec.check(v, name) is not None for v in spec.enum):
+            found.append((("enum",), f"every enum value fails the field's own checks: {every}"))
+    for key in ("items", "values"):
+        inner = getattr(spec, key)
+        if inner is not None:
+            found.extend(((key, *at), message) for at, message in impossible(inner, name))
+    return found
+
+
 def _semantic_problems(doc: YamlDocument, policy: PolicyFile) -> list[Problem]:
     problems: list[Problem] = []
 
@@ -161,6 +197,8 @@ def _semantic_problems(doc: YamlDocument, policy: PolicyFile) -> list[Problem]:
 
     def check_rule(where: tuple[Any, ...], name: str, rule: FieldRule) -> None:
         """One rule's own keys (``where`` is its location in the file)."""
+        for at, message in impossible(rule, name):
+            problem((*where, *at), message)
         for index, value in enumerate(rule.neutral):
             error = rule.check(value, name)
             if error is not None:

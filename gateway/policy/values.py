@@ -199,7 +199,9 @@ class ValueSpec(BaseModel):
             return InvalidRequest(
                 f"Invalid '{param}': expected a finite number.", param=param, code="invalid_value"
             )
-        kind = "integer" if isinstance(value, int) else "decimal"
+        # Named by the field's type, as OpenAI does: "decimal" for a number field
+        # (temperature) whatever the client sent, "integer" for an integer one.
+        kind = "decimal" if float in self.types else "integer"
         if self.maximum is not None and value > self.maximum:
             return InvalidRequest(
                 f"Invalid '{param}': {kind} above maximum value. "

@@ -5,7 +5,8 @@ it (a message, a content part, a tool call), so nested rules have exactly the
 actions and checks of top-level fields. Four steps per object: each key
 present against its rule (recursing into ``fields`` and ``select``), the keys
 the rules require, the cross-key ``requires``, and, only when nothing was
-rejected, the rewrite (strips, renames, defaults, changed members). A
+rejected, the rewrite in a fixed order: strips, then renames, then defaults
+(into keys still absent after the renames), and changed members. A
 changed object is a new one: the client's parsed body is never modified, so a
 request the policy does not change is forwarded as the client's own bytes.
 
@@ -31,6 +32,11 @@ RENAMED = "renamed"
 DEFAULTED = "defaulted"
 UNKNOWN = "unknown"
 FANOUT = "fanout"
+# explain only: a default not applied, the client having sent the value under another name.
+KEPT = "kept"
+# The order the rewrite applies actions in (explain lists outcomes in it):
+# the checks first, then strip (and fan-out's removal of n), rename, default.
+STEPS = {STRIPPED: 1, FANOUT: 1, RENAMED: 2, DEFAULTED: 3, KEPT: 3}
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,9 +251,28 @@ def walk_object(
 
     if walk.error is not None:
         return obj
-    missing_defaults = (
-        [(n, v) for n, v in compiled.defaults if n not in obj] if compiled.defaults else None
-    )
+    # The rewrite, in the order docs/policy.md gives: strip, rename, default. A
+    # default fills only a key still absent after the renames: a value the client
+    # sent under another name (max_completion_tokens) is never overridden.
+    missing_defaults = None
+    if compiled.defaults:
+        renamed = {target: source for source, target in renames}
+        missing_defaults = []
+        for name, value in compiled.defaults:
+            if name in obj:
+                continue
+            if name in renamed:
+                if trace:
+                    outcomes.append(
+                        Outcome(
+                            _path(prefix, name),
+                            KEPT,
+                            f"sent as '{_path(prefix, renamed[name])}'; "
+                            f"default {json.dumps(value)} not applied",
+                        )
+                    )
+                continue
+            missing_defaults.append((name, value))
     if not (drop or renames or replaced or missing_defaults):
         return obj
     new = {k: replaced.get(k, v) for k, v in obj.items() if k not in drop}

@@ -24,7 +24,7 @@ from gateway.errors import GatewayError, RateLimited, RequestTimeout, ShuttingDo
 from gateway.limits.limiter import Ticket, reservation
 from gateway.proxy.call import Call
 from gateway.proxy.fanout import fan_out
-from gateway.proxy.headers import DROP_UPSTREAM, filter_headers
+from gateway.proxy.headers import DROP_UPSTREAM, filter_headers, with_request_id
 from gateway.proxy.openai import error_end
 from gateway.proxy.reply import reply
 from gateway.proxy.request import parse_request, read_body
@@ -134,8 +134,7 @@ class ProxyEndpoint:
         return ticket
 
     def _upstream_headers(self, headers: Headers, request_id: bytes) -> Headers:
-        out = filter_headers(headers, DROP_UPSTREAM)
-        out.append((b"x-request-id", request_id))
+        out = with_request_id(filter_headers(headers, DROP_UPSTREAM), request_id)
         out.append((b"accept-encoding", b"identity"))
         if self.state.upstream_auth is not None:
             out.append((b"authorization", self.state.upstream_auth))

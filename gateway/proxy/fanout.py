@@ -35,7 +35,7 @@ from gateway.limits.meter import Usage, answer_usage, total_usage, usage_of
 from gateway.proxy.answers import check_head
 from gateway.proxy.call import Call
 from gateway.proxy.events import EventReader
-from gateway.proxy.headers import DROP_DOWNSTREAM, filter_headers
+from gateway.proxy.headers import DROP_DOWNSTREAM, choice_headers, filter_headers
 from gateway.proxy.merge import StreamMerge, merge_answers
 from gateway.settings import Limits
 from gateway.upstream.base import UpstreamClient, UpstreamResponse
@@ -149,11 +149,8 @@ class FanOut:
         self, method: str, path: str, headers: Headers, bodies: list[bytes]
     ) -> _Answer:
         loop = asyncio.get_running_loop()
-        request_id = next((v for k, v in headers if k == b"x-request-id"), b"")
         for i, body in enumerate(bodies):
-            sub_id = b"%s-%d" % (request_id, i)
-            sub_headers = [(k, sub_id if k == b"x-request-id" else v) for k, v in headers]
-            start = self._start(method, path, headers=sub_headers, body=body)
+            start = self._start(method, path, headers=choice_headers(headers, i), body=body)
             self._starts.append(loop.create_task(start))
         bodies.clear()  # each task holds its own until sent, not for the life of a stream
         pending: set[asyncio.Task[_Head]] = set(self._starts)

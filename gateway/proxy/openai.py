@@ -96,6 +96,3 @@ class CompletionsRoute(ChatRoute):
 
 class ModelsRoute(Route):
     """GET /v1/models (and any route the policy has no say in): passed through."""
-
-    async def answer(self, call: Call, answer: Any, data: bytes) -> None:
-        return None

@@ -58,10 +58,11 @@ async def reply(call: Call, route: Route, response: UpstreamResponse, limits: Li
             record.usage = route.usage(answer)
         if record.trace is not None:
             record.trace.answer(answer)
-        shaped = await route.answer(call, answer, data)
+        if route.shapes:
+            shaped = await route.answer(call, answer, data)
+            if shaped is not None:
+                headers, data = shaped
         del answer  # not held while the client reads (an embeddings answer: ~1 MB parsed)
-        if shaped is not None:
-            headers, data = shaped
         headers.append((b"content-length", str(len(data)).encode()))
     await responder.start(response.status, headers)
     await responder.body(data)

@@ -53,6 +53,9 @@ class Route:
         self.max_tokens: tuple[str, ...] = row.max_tokens if row is not None else ()
         # The field affinity's content key reads.
         self.content = row.content if row is not None else ""
+        # Whether ``answer`` shapes a whole answer (else the engine's is sent as it is,
+        # without a call per request to say so).
+        self.shapes = type(self).answer is not Route.answer
 
     def decide(self, call: Call, body: dict[str, Any]) -> Decision:
         """The policy's verdict on ``body`` (raised if it refuses), recorded on the call."""

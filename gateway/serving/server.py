@@ -4,13 +4,15 @@ uvicorn's httptools protocol (the one it picks when httptools is installed,
 as here) has no cap on the size of a request head and no deadline for it:
 a client can send headers forever, or one byte a minute (slow-loris), and
 hold memory and a connection. ``guarded_protocol`` adds both. On SIGTERM the
-server stops accepting at once and the app's Drain gives in-flight requests
-``server.drain_timeout`` seconds before it ends them (see gateway/drain.py).
+app's Drain turns /readyz and new requests to 503 and gives in-flight requests
+``server.drain_timeout`` seconds before it ends them (see gateway/drain.py);
+the port stays open until none is left (``DrainingServer``).
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import math
 import socket
 from collections.abc import Callable
@@ -20,7 +22,7 @@ import uvicorn
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from gateway.drain import Drain
-from gateway.observe.logs import logging_config
+from gateway.observe.logs import setup_logging
 from gateway.settings import Settings
 
 
@@ -103,6 +105,7 @@ class _GuardedHttpToolsProtocol(HttpToolsProtocol):
         self.body_pending = False
         self._lingered = 0
         self._raw: asyncio.Transport | None = None
+        self._last_request = False
 
     def _arm(self) -> None:
         self._in_head = True
@@ -185,6 +188,19 @@ class _GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._disarm()
         self.body_pending = True
         super().on_headers_complete()
+        if self._last_request and self.cycle is not None:
+            self.cycle.keep_alive = False
+
+    def shutdown(self) -> None:
+        # The server is stopping. A connection it accepted whose request has not
+        # been read yet (a new one, or one in the middle of a request head) gets
+        # that request answered (the drain's 503), then closes: closed unanswered,
+        # the client could not tell it from a crash. The head deadline bounds the
+        # wait; an idle keep-alive connection is closed at once, as uvicorn does.
+        if not self.transport.is_closing() and (self.cycle is None or self._head_begun):
+            self._last_request = True
+            return
+        super().shutdown()
 
     def on_message_complete(self) -> None:
         self.body_pending = False
@@ -230,7 +246,14 @@ def guarded_protocol(*, max_head_bytes: int, head_timeout: float) -> type[asynci
 
 
 class DrainingServer(uvicorn.Server):
-    """A uvicorn server that starts the app's drain on SIGTERM/SIGINT."""
+    """A uvicorn server that drains on SIGTERM/SIGINT before it stops.
+
+    The first signal starts the app's drain and keeps the port open while
+    requests are in flight: /readyz answers 503 "draining" and a new request
+    503 ``shutting_down``, rather than a refused connection that a probe or a
+    client could not tell from a crash. Once none is in flight (the drain ends
+    the last ones at ``drain_timeout``), uvicorn stops as usual. A second
+    signal stops accepting at once (the drain still runs its course)."""
 
     def __init__(
         self,
@@ -245,6 +268,8 @@ class DrainingServer(uvicorn.Server):
         self._drain_timeout = drain_timeout
         self._on_started = on_started
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._signalled = False
+        self._exit_task: asyncio.Task[None] | None = None
 
     async def startup(self, sockets: Any = None) -> None:
         self._loop = asyncio.get_running_loop()
@@ -253,9 +278,25 @@ class DrainingServer(uvicorn.Server):
             self._on_started()
 
     def handle_exit(self, sig: int, frame: Any) -> None:
-        super().handle_exit(sig, frame)
-        if self._loop is not None:
-            self._loop.call_soon_threadsafe(self._drain.begin, self._drain_timeout)
+        loop = self._loop
+        if loop is None or not self.started or self._signalled:
+            super().handle_exit(sig, frame)  # before serving, or a second signal
+            if loop is not None:
+                loop.call_soon_threadsafe(self._drain.begin, self._drain_timeout)
+            return
+        self._signalled = True
+        loop.call_soon_threadsafe(self._begin_drain)
+
+    def _begin_drain(self) -> None:
+        self._drain.begin(self._drain_timeout)
+        self._exit_task = asyncio.ensure_future(self._exit_when_drained())
+
+    async def _exit_when_drained(self) -> None:
+        # Bounded too: the drain cancels what is left at drain_timeout, and
+        # that must not depend on every request unregistering at once.
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._drain.finished(), self._drain_timeout + 1)
+        self.should_exit = True
 
 
 def uvicorn_options(settings: Settings) -> dict[str, Any]:
@@ -286,12 +327,13 @@ def run_server(
     """Serve ``app`` until SIGTERM/SIGINT, then drain. ``sockets``: listen on these
     instead of binding ``settings.listen``; ``on_started``: called once serving."""
     drain: Drain = app.state.gateway.drain
+    setup_logging(settings.log.format, log_level)
     config = uvicorn.Config(
         app,
         host=settings.listen.host,
         port=settings.listen.port,
         log_level=log_level,
-        log_config=logging_config(settings.log.format, log_level),
+        log_config=None,  # setup_logging's, for uvicorn's loggers and all the others
         **uvicorn_options(settings),
     )
     server = DrainingServer(

@@ -5,23 +5,26 @@ method: each a fresh interpreter that builds its own app, upstream client and
 policy), forwards SIGHUP to every worker so each reloads its policy, restarts a
 worker that dies, and stops them all on SIGINT/SIGTERM (a second one kills).
 
-On Linux every worker listens on its own socket with SO_REUSEPORT, and the
-kernel spreads new connections over them evenly; elsewhere the workers share
-one listening socket made by the parent. Metrics stay whole: the workers meet
-in a directory the parent creates (and removes at exit), and ``/metrics`` on
-any worker adds up all of them (workermetrics.py).
+The parent binds the port once, without SO_REUSEPORT, and every worker
+accepts on that one socket (and likewise on the metrics port). SO_REUSEPORT
+would spread connections more evenly, but it lets any other process of the
+same user bind the same port and take a share of the connections: a second
+gateway started by mistake, without API keys, would then answer half the
+clients. A port in use is an error (exit 3, as uvicorn's own). Metrics stay
+whole: the workers meet in a directory the parent creates (and removes at
+exit), and ``/metrics`` on any worker adds up all of them (workermetrics.py).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import logging.config
 import math
 import multiprocessing
 import os
 import signal
 import socket
+import sys
 import tempfile
 import threading
 from collections.abc import Iterator
@@ -33,14 +36,15 @@ from types import FrameType
 from typing import Any
 
 from gateway.app.factory import create_app
-from gateway.observe.logs import logging_config
+from gateway.observe.logs import setup_logging
 from gateway.observe.workermetrics import mark_worker_dead
 from gateway.serving.server import run_server
 from gateway.settings import Settings
 
 logger = logging.getLogger("gateway.workers")
-REUSE_PORT = hasattr(socket, "SO_REUSEPORT") and os.uname().sysname == "Linux"
 _BACKLOG = 2048
+# uvicorn's exit status when it cannot listen (uvicorn.server.STARTUP_FAILURE).
+STARTUP_FAILURE = 3
 
 
 def available_cpus() -> int:
@@ -84,23 +88,6 @@ def shared_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-def reuse_port_socket(host: str, port: int) -> socket.socket:
-    """A socket bound to (host, port) with SO_REUSEPORT, not listening. The parent
-    holds one (it gets no connections; port 0 becomes a real port for all); each
-    worker binds its own, and the server starts listening on it only once the app
-    has started, so no connection waits on a worker that is not serving yet."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        sock.bind((host, port))
-    except OSError:
-        sock.close()
-        raise
-    return sock
-
-
 def _stop_with_parent() -> None:
     """Drain and stop (SIGTERM to ourselves) if the parent dies without stopping us
     (SIGKILL, a crash): an orphan would keep serving with nobody to stop it."""
@@ -126,7 +113,8 @@ def _run_worker(
     settings: Settings,
     log_level: str,
     ready: Connection,
-    shared: socket.socket | None,
+    shared: socket.socket,
+    metrics_socket: socket.socket | None,
     worker_dir: Path,
     index: int = 0,
 ) -> None:
@@ -134,17 +122,23 @@ def _run_worker(
     which a worker started in its place gets too (rate-limit counts per worker)."""
     # Until the app's lifespan takes SIGHUP over for reloads, one must not kill us.
     signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    # Before anything can fail: multiprocessing would print a traceback to stderr.
+    setup_logging(settings.log.format, log_level)
     _name_process(f"ft-gateway-w{index}")
     _stop_with_parent()
-    listen = settings.listen
-    sock = shared if shared is not None else reuse_port_socket(listen.host, listen.port)
 
     def started() -> None:
         ready.send(os.getpid())
         ready.close()
 
-    app = create_app(settings, worker_dir=worker_dir, worker_index=index)
-    run_server(app, settings, log_level=log_level, sockets=[sock], on_started=started)
+    try:
+        app = create_app(
+            settings, worker_dir=worker_dir, worker_index=index, metrics_socket=metrics_socket
+        )
+        run_server(app, settings, log_level=log_level, sockets=[shared], on_started=started)
+    except Exception:
+        logger.exception("worker %d failed", os.getpid())
+        sys.exit(1)
 
 
 @dataclass(eq=False)
@@ -162,7 +156,8 @@ class _Supervisor:
     settings: Settings
     log_level: str
     count: int
-    shared: socket.socket | None
+    shared: socket.socket
+    metrics_socket: socket.socket | None
     worker_dir: Path
     context: Any = field(default_factory=lambda: multiprocessing.get_context("spawn"))
     workers: list[_Worker] = field(default_factory=list)
@@ -176,7 +171,15 @@ class _Supervisor:
         reader, writer = self.context.Pipe(duplex=False)
         process = self.context.Process(
             target=_run_worker,
-            args=(self.settings, self.log_level, writer, self.shared, self.worker_dir, index),
+            args=(
+                self.settings,
+                self.log_level,
+                writer,
+                self.shared,
+                self.metrics_socket,
+                self.worker_dir,
+                index,
+            ),
             name="ft-gateway-worker",
         )
         process.start()
@@ -316,31 +319,27 @@ def serve_workers(
     *,
     workers: int,
     log_level: str = "info",
-    reuse_port: bool = REUSE_PORT,
 ) -> int:
     """Run ``workers`` worker processes until SIGINT/SIGTERM; the exit code."""
-    logging.config.dictConfig(logging_config(settings.log.format, log_level))
+    setup_logging(settings.log.format, log_level)
     listen = settings.listen
     with contextlib.ExitStack() as stack:
         try:
-            if reuse_port:
-                holder, shared = reuse_port_socket(listen.host, listen.port), None
-            else:
-                holder = shared = shared_socket(listen.host, listen.port)
-            stack.enter_context(holder)
-            port = holder.getsockname()[1]
+            shared = stack.enter_context(shared_socket(listen.host, listen.port))
+            port = shared.getsockname()[1]
             metrics_port = listen.metrics_port
+            metrics_socket = None
             if metrics_port is not None:
-                # Every worker binds the metrics port too (SO_REUSEPORT): any one answers.
-                metrics_holder = stack.enter_context(reuse_port_socket(listen.host, metrics_port))
-                metrics_port = metrics_holder.getsockname()[1]
+                metrics_socket = stack.enter_context(shared_socket(listen.host, metrics_port))
+                metrics_port = metrics_socket.getsockname()[1]
         except OSError as exc:
-            logger.error("cannot listen on %s: %s", listen.host, exc.strerror)
-            return 1
+            reason = (exc.strerror or str(exc)).lower()
+            logger.error("cannot listen on %s: %s", listen.host, reason)
+            return STARTUP_FAILURE
         listen = listen.model_copy(update={"port": port, "metrics_port": metrics_port})
         settings = settings.model_copy(update={"listen": listen})
         worker_dir = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ftgw-")))
-        supervisor = _Supervisor(settings, log_level, workers, shared, worker_dir)
+        supervisor = _Supervisor(settings, log_level, workers, shared, metrics_socket, worker_dir)
         with _signals(supervisor) as wakeup:
             return supervisor.run(wakeup)
     return 1  # pragma: no cover - the with block always returns

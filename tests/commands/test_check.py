@@ -204,6 +204,7 @@ def test_command_line_entry_point() -> None:
     ]
 
 
+EVERY = "no value can pass, every request with the field would be refused"
 HEAD = "routes:\n  /v1/chat/completions:\n    fields:\n      model: {action: pass}\n"
 
 
@@ -246,7 +247,7 @@ HEAD = "routes:\n  /v1/chat/completions:\n    fields:\n      model: {action: pas
             HEAD + "      t: {action: default, value: 5, type: number, maximum: 2}\n",
             [
                 f":5: {CHAT}.t.value: default value fails the field's own check: Invalid 't': "
-                "integer above maximum value. Expected a value <= 2, but got 5 instead."
+                "decimal above maximum value. Expected a value <= 2, but got 5 instead."
             ],
         ),
         (
@@ -316,6 +317,42 @@ HEAD = "routes:\n  /v1/chat/completions:\n    fields:\n      model: {action: pas
                 ":11: profiles.p.routes./v1/chat/completions.fields.n.neutral[0]: neutral value 2 "
                 "fails the field's own check: Invalid 'n': integer above maximum value. Expected "
                 "a value <= 1, but got 2 instead."
+            ],
+        ),
+        # Rules no value can pass (the issue's two, and their kin).
+        (
+            HEAD + "      temperature: {action: pass, type: number, minimum: 2, maximum: 0}\n",
+            [
+                f":5: {CHAT}.temperature.minimum: minimum 2 is above maximum 0: {EVERY}",
+            ],
+        ),
+        (
+            HEAD + "      service_tier:\n        action: pass\n        enum: []\n",
+            [f":7: {CHAT}.service_tier.enum: an empty enum: {EVERY}"],
+        ),
+        (
+            HEAD + "      stop: {action: pass, type: array, min_items: 3, max_items: 2,\n"
+            "             items: {type: string, min_length: 5, max_length: 4}}\n",
+            [
+                f":5: {CHAT}.stop.min_items: min_items 3 is above max_items 2: {EVERY}",
+                f":6: {CHAT}.stop.items.min_length: min_length 5 is above max_length 4: {EVERY}",
+            ],
+        ),
+        (
+            HEAD + "      n: {action: pass, type: integer, minimum: 1.2, maximum: 1.8}\n"
+            "      user: {action: pass, type: string, enum: [1, 2]}\n",
+            [
+                f":5: {CHAT}.n.minimum: no integer lies between minimum and maximum: {EVERY}",
+                f":6: {CHAT}.user.enum: every enum value fails the field's own checks: {EVERY}",
+            ],
+        ),
+        (
+            HEAD + "      seed: {action: pass, type: integer, minimum: 0}\n"
+            "profiles:\n  p:\n    routes:\n      /v1/chat/completions:\n        fields:\n"
+            "          seed: {maximum: -1}\n",
+            [
+                ":11: profiles.p.routes./v1/chat/completions.fields.seed.minimum: minimum 0 is "
+                f"above maximum -1: {EVERY}"
             ],
         ),
     ],

@@ -104,6 +104,9 @@ def test_repository_config_loads() -> None:
     # config.yaml is the reference the configuration page points to.
     settings = load_settings(ROOT / "config.yaml", environ={})
     defaults = load_settings(None, environ={}).model_copy(update={"policy": settings.policy})
+    # Paths given in a config file are relative to it; the defaults, to the working directory.
+    assert settings.store.path == ROOT / defaults.store.path
+    defaults.store = defaults.store.model_copy(update={"path": settings.store.path})
     assert settings.model_dump() == defaults.model_dump()  # (not where each was read from)
 
 

@@ -12,6 +12,7 @@ import tomllib
 import pytest
 from pydantic import BaseModel
 
+from gateway.routes import ROUTE_NAMES as ROUTES
 from gateway.settings import Settings
 from tests.docs.markdown import DOCS, PAGES, ROOT, Span, code_spans, split
 
@@ -170,3 +171,9 @@ def test_dotted_name_exists(span: Span) -> None:
             obj = getattr(obj, attribute)
         return
     pytest.fail(f"{span.where}: no module for {span.text}")
+
+
+def test_the_policy_page_names_every_route_a_policy_can_name() -> None:
+    text = (DOCS / "policy.md").read_text(encoding="utf-8")
+    sentence = text[text.index("The routes a policy can name") :].split(". ")[0]
+    assert all(f"`{route}`" in sentence for route in ROUTES), sentence

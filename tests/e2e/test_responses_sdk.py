@@ -22,22 +22,13 @@ from refengine.server import create_app as create_engine
 from tests.e2e.test_refengine import neighbour
 from tests.support.bodies import MODEL, NO_THINKING
 from tests.support.gateways import gateway_in_front_of
+from tests.support.responses import STARTED, TEXT_MESSAGE
 from tests.support.sdk import sdk
 from tests.support.servers import running_server
 
 pytestmark = pytest.mark.anyio
 CAT = "Invent a name for a cat."
-EVENTS = [
-    "response.created",
-    "response.in_progress",
-    "response.output_item.added",
-    "response.content_part.added",
-    "response.output_text.delta",
-    "response.output_text.done",
-    "response.content_part.done",
-    "response.output_item.done",
-    "response.completed",
-]
+EVENTS = [*STARTED, *TEXT_MESSAGE, "response.completed"]
 
 
 @asynccontextmanager

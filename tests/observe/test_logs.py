@@ -74,6 +74,7 @@ async def test_one_json_line_per_request(
     rejected, changed, failed = records
     assert rejected["ts"].endswith("Z")
     assert {k: v for k, v in rejected.items() if k not in ("ts", "latency_ms")} == {
+        "level": "info",
         "event": "request",
         "request_id": "req-1",
         "method": "POST",
@@ -164,13 +165,17 @@ def test_formatters_carry_extra_fields() -> None:
 
 
 def test_logging_config_names_the_formatters() -> None:
-    # serve passes this to uvicorn, which applies it in each worker process;
+    # setup_logging applies it in serve and in each worker process;
     # tests/app/test_reload.py reads the JSON lines of a real serve process.
     for fmt, cls in (("json", JsonFormatter), ("text", TextFormatter)):
         config = logging_config(fmt, "warning")  # type: ignore[arg-type]
         assert config["formatters"]["gateway"]["()"] == f"gateway.observe.logs.{cls.__name__}"
         assert config["loggers"]["gateway"]["level"] == "WARNING"
         assert config["handlers"]["stdout"]["stream"] == "ext://sys.stdout"
+        # Every other library's records too (OpenTelemetry's), on the same handler.
+        assert config["root"] == {"handlers": ["stdout"], "level": "WARNING"}
+    assert logging_config("json", "info")["root"]["level"] == "WARNING"  # not httpx's per request
+    assert logging_config("json", "debug")["root"]["level"] == "DEBUG"
 
 
 @pytest.mark.anyio

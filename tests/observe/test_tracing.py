@@ -24,6 +24,7 @@ from tests.support.bodies import CHAT, MODEL, chat, chunk_event, completion, sse
 from tests.support.engine import JSON, STREAM_HEAD, FakeEngine, chunk, http_response, sends
 from tests.support.gateways import gateway_settings
 from tests.support.otlp import CLIENT, SERVER, STATUS_ERROR, otlp_receiver
+from tests.support.requestids import choice_id, engine_id
 from tests.support.servers import free_port, running_server
 
 pytestmark = pytest.mark.anyio
@@ -432,7 +433,7 @@ async def test_n_by_fanout_is_one_engine_span_whose_context_each_request_carries
     assert server.attributes["ft_gateway.policy.verdict"] == "changed"
     assert server.attributes["gen_ai.response.finish_reasons"] == ["stop", "stop"]
     for i in range(2):
-        seen = fake_engine.find(f"fan-{i}")
+        seen = fake_engine.find(choice_id(engine_id("fan"), i).decode())
         assert seen is not None
         assert traceparent_of(seen.header(b"traceparent"))[:2] == (
             server.trace_id,

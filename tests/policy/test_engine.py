@@ -42,7 +42,7 @@ REJECTED = [
     ),
     ({"tools": [{"type": "function", "function": {"name": "f"}}]}, "tools", "unsupported_value"),
     ({"reasoning_effort": "high"}, "reasoning_effort", "unsupported_parameter"),
-    ({"temperature": 3}, "temperature", "integer_above_max_value"),
+    ({"temperature": 3}, "temperature", "decimal_above_max_value"),
     ({"temperature": 2.5}, "temperature", "decimal_above_max_value"),
     ({"temperature": -0.1}, "temperature", "decimal_below_min_value"),
     ({"temperature": "hot"}, "temperature", "invalid_type"),

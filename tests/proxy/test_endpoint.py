@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -22,6 +23,7 @@ from tests.support.bodies import (
     sse_events,
 )
 from tests.support.gateways import MockEngine, asgi_client, gateway_settings
+from tests.support.requestids import engine_id
 
 
 @pytest.fixture
@@ -242,13 +244,17 @@ async def test_headers_request_id_and_engine_key(
     assert response.headers["x-request-id"] == "req-42"
     sent = engine.requests[0].headers
     assert sent["authorization"] == "Bearer sk-engine"
-    assert sent["x-request-id"] == "req-42"
+    # Not a UUID: the engine gets one derived from it, and the id itself in another header.
+    assert sent["x-request-id"] == engine_id("req-42")
+    assert sent["x-client-request-id"] == "req-42"
     assert sent["host"] == "127.0.0.1:8000"
     assert sent["x-custom"] == "kept"
     for hop in ("x-private", "keep-alive", "te"):
         assert hop not in sent
     assert len(generated.headers["x-request-id"]) == 32
-    assert engine.requests[1].headers["x-request-id"] == generated.headers["x-request-id"]
+    generated_id = uuid.UUID(generated.headers["x-request-id"])
+    assert engine.requests[1].headers["x-request-id"] == str(generated_id)
+    assert "x-client-request-id" not in engine.requests[1].headers
 
 
 @pytest.mark.anyio

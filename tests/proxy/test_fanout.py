@@ -33,6 +33,7 @@ from tests.support.bodies import (
 )
 from tests.support.fuzzing import fuzz_settings
 from tests.support.gateways import MockEngine, Recorder, asgi_client, gateway_settings
+from tests.support.requestids import choice_id, choice_index, engine_id
 
 INT64 = range(-(2**63), 2**63)
 
@@ -266,12 +267,15 @@ async def client(
     app = create_app(settings, transport=engine.transport)
     app.state.gateway.observer = recorder
     async with asgi_client(app) as c:
+        c.headers["x-request-id"] = "fan"  # what sub_index tells the choices apart by
         yield c
 
 
 def sub_index(request: httpx.Request) -> int:
-    """Which choice an engine request is for: the gateway sends ``<request id>-<i>``."""
-    return int(request.headers["x-request-id"].rsplit("-", 1)[1])
+    """Which choice an engine request is for, by the UUID the gateway derives for choice i
+    from the client's request id (which the request carries as X-Client-Request-ID)."""
+    sent = request.headers["x-request-id"].encode()
+    return choice_index(sent, request.headers["x-client-request-id"])
 
 
 def by_choice(engine: MockEngine) -> dict[int, dict[str, Any]]:
@@ -314,11 +318,9 @@ async def test_n_gets_n_engine_requests_merged_into_one_answer(
     if route == CHAT:
         assert merged["system_fingerprint"] == "fp-0"
 
-    assert sorted(r.headers["x-request-id"] for r in engine.requests) == [
-        "req-7-0",
-        "req-7-1",
-        "req-7-2",
-    ]
+    sent_ids = sorted(r.headers["x-request-id"].encode() for r in engine.requests)
+    assert sent_ids == sorted(choice_id(engine_id("req-7"), i) for i in range(3))
+    assert {r.headers["x-client-request-id"] for r in engine.requests} == {"req-7"}
     sent = by_choice(engine)
     assert all("n" not in body for body in sent.values())
     if route == CHAT:
@@ -337,7 +339,7 @@ async def test_n_one_is_a_single_request_with_n(
     response = await client.post(CHAT, json=chat(n=1), headers={"x-request-id": "one"})
     assert len(response.json()["choices"]) == 1
     (request,) = engine.requests
-    assert request.headers["x-request-id"] == "one"
+    assert request.headers["x-request-id"] == engine_id("one")
     assert json.loads(request.content)["n"] == 1
 
 

@@ -1,7 +1,8 @@
 """``n`` served by fan-out over real sockets: the gateway under uvicorn, the raw-socket
-fake engine scripted per choice (the gateway asks for choice i with X-Request-ID
-``<id>-<i>``). The n streams are relayed as their chunks arrive, a failure in one ends
-the answer and closes the others, and the client leaving closes all n.
+fake engine scripted per choice (the gateway asks for choice i with an X-Request-ID of
+its own, derived from the request's: choice_of). The n streams are relayed as their
+chunks arrive, a failure in one ends the answer and closes the others, and the client
+leaving closes all n.
 
 Runs over each upstream client that ``upstream.client`` allows where connections are
 what is checked. The ``fake_engine`` and the ``gateway`` (with this module's
@@ -34,6 +35,7 @@ from tests.support.engine import (
 )
 from tests.support.faults import DEADLINE, HELD, fault_settings
 from tests.support.gateways import Gateway, serve_gateway
+from tests.support.requestids import choice_id, choice_index, engine_id
 
 pytestmark = pytest.mark.anyio
 
@@ -45,8 +47,16 @@ def settings(fake_engine: FakeEngine, upstream_client: str) -> Settings:
 
 
 def choice_of(request: Seen) -> int:
-    request_id = request.header(b"x-request-id") or b""
-    return int(request_id.rsplit(b"-", 1)[1])
+    """Which choice an engine request is for (each client sends a request id: fan_client)."""
+    client_id = (request.header(b"x-client-request-id") or b"").decode()
+    return choice_index(request.header(b"x-request-id"), client_id)
+
+
+def fan_client(gateway: Gateway) -> httpx.AsyncClient:
+    """A client of ``gateway`` whose requests carry a request id, so that choice_of can
+    tell the choices apart."""
+    headers = {"x-request-id": "fan"}
+    return httpx.AsyncClient(base_url=gateway.url, timeout=DEADLINE, headers=headers)
 
 
 class Stepped:
@@ -91,7 +101,7 @@ async def test_chunks_of_the_n_streams_reach_the_client_as_they_arrive(
     # no stream waits for another to finish.
     order = [(0, 0), (1, 0), (2, 0), (1, 1), (0, 1), (2, 1)]
     with anyio.fail_after(DEADLINE):
-        async with httpx.AsyncClient(base_url=gateway.url, timeout=DEADLINE) as client:
+        async with fan_client(gateway) as client:
             body = chat(n=3, stream=True)
             async with client.stream("POST", CHAT, json=body) as response:
                 assert response.headers["x-accel-buffering"] == "no"
@@ -145,7 +155,7 @@ async def test_one_stream_failing_ends_the_answer_and_closes_the_others(
     gate = asyncio.Event()
     fake_engine.handler = stalls_after_one_chunk(broken=1, gate=gate)
     with anyio.fail_after(DEADLINE):
-        async with httpx.AsyncClient(base_url=gateway.url, timeout=DEADLINE) as client:
+        async with fan_client(gateway) as client:
             async with client.stream("POST", CHAT, json=chat(n=3, stream=True)) as response:
                 lines = response.aiter_lines()
                 assert await first_events(lines, 3) == [0, 1, 2]
@@ -176,7 +186,7 @@ async def test_one_stream_going_silent_ends_the_answer_at_its_idle_time_out(
     with anyio.fail_after(DEADLINE):
         async with (
             serve_gateway(settings) as gateway,
-            httpx.AsyncClient(base_url=gateway.url, timeout=DEADLINE) as client,
+            fan_client(gateway) as client,
         ):
             response = await client.post(CHAT, json=chat(n=3, stream=True))
         assert error_event(response.text)["code"] == "upstream_timeout"
@@ -188,7 +198,7 @@ async def test_client_hang_up_closes_all_n_engine_requests(
 ) -> None:
     fake_engine.handler = stalls_after_one_chunk()
     with anyio.fail_after(DEADLINE):
-        async with httpx.AsyncClient(base_url=gateway.url, timeout=DEADLINE) as client:
+        async with fan_client(gateway) as client:
             async with client.stream("POST", CHAT, json=chat(n=3, stream=True)) as response:
                 assert await first_events(response.aiter_lines(), 3) == [0, 1, 2]
             # Leaving the block closes the connection: the client hung up.
@@ -205,12 +215,12 @@ async def test_client_hang_up_before_the_answers_closes_all_n(
 
     fake_engine.handler = silent
     with anyio.fail_after(DEADLINE):
-        async with httpx.AsyncClient(base_url=gateway.url, timeout=DEADLINE) as client:
+        async with fan_client(gateway) as client:
             async with anyio.create_task_group() as tg:
                 headers = {"x-request-id": "leaves"}
                 tg.start_soon(lambda: client.post(CHAT, json=chat(n=3), headers=headers))
                 for i in range(3):
-                    await fake_engine.wait_for_request(f"leaves-{i}")
+                    await fake_engine.wait_for_request(choice_id(engine_id("leaves"), i).decode())
                 tg.cancel_scope.cancel()  # the client gives up and closes its socket
         await all_closed(fake_engine, choices={0, 1, 2})
 
@@ -233,7 +243,7 @@ async def test_a_failure_before_the_answer_starts_closes_the_others_at_once(
 
     fake_engine.handler = handler
     with anyio.fail_after(DEADLINE):
-        async with httpx.AsyncClient(base_url=gateway.url, timeout=DEADLINE) as client:
+        async with fan_client(gateway) as client:
             response = await client.post(CHAT, json=chat(n=3, stream=stream))
         openai_error(response, 400, message="context too long")
         await all_closed(fake_engine, choices={0, 2})
@@ -244,7 +254,7 @@ async def test_drain_expiry_ends_a_fanout_stream_and_closes_all_n(
 ) -> None:
     fake_engine.handler = stalls_after_one_chunk()
     with anyio.fail_after(DEADLINE):
-        async with httpx.AsyncClient(base_url=gateway.url, timeout=DEADLINE) as client:
+        async with fan_client(gateway) as client:
             async with client.stream("POST", CHAT, json=chat(n=3, stream=True)) as response:
                 lines = response.aiter_lines()
                 assert await first_events(lines, 3) == [0, 1, 2]
@@ -261,7 +271,7 @@ async def test_the_balancer_spreads_the_n_requests_over_the_replicas() -> None:
         with anyio.fail_after(DEADLINE):
             async with (
                 serve_gateway(settings) as gateway,
-                httpx.AsyncClient(base_url=gateway.url, timeout=DEADLINE) as client,
+                fan_client(gateway) as client,
             ):
                 for stream in (False, True):
                     response = await client.post(CHAT, json=chat(n=3, stream=stream))
@@ -285,7 +295,7 @@ async def test_usage_is_merged_once_at_the_end_over_real_streams(
     fake_engine.handler = handler
     body = chat(n=3, stream=True, stream_options={"include_usage": True})
     with anyio.fail_after(DEADLINE):
-        async with httpx.AsyncClient(base_url=gateway.url, timeout=DEADLINE) as client:
+        async with fan_client(gateway) as client:
             response = await client.post(CHAT, json=body)
     events = [e for e in response.text.split("\n\n") if e]
     assert events[-1] == "data: [DONE]" and events.count("data: [DONE]") == 1

@@ -17,7 +17,7 @@ from tests.support.draining import cut_by_the_drain
 from tests.support.engine import LAST_CHUNK, STREAM_HEAD, FakeEngine, Seen, Wire, chunk
 from tests.support.faults import DEADLINE
 from tests.support.gateways import MockEngine, asgi_client, gateway_settings, serve_gateway
-from tests.support.responses import RESPONSES, response_events, responses_request
+from tests.support.responses import FAILED, RESPONSES, response_events, responses_request
 
 pytestmark = pytest.mark.anyio
 NATIVE: dict[tuple[str, ...], Any] = {("upstream", "responses"): "native"}
@@ -113,8 +113,7 @@ async def test_a_stream_cut_before_its_final_event_ends_with_an_error_event(
     assert [name for name, _ in events] == [
         "response.created",
         "response.output_text.delta",
-        "error",
-        "response.failed",
+        *FAILED,
     ]
     assert events[-2][1]["sequence_number"] == 2
     assert events[-2][1]["code"] in ("upstream_protocol_error", "upstream_error")
@@ -140,7 +139,7 @@ async def test_drain_expiry_ends_a_native_stream_with_responses_events(
         record = gateway.recorder.finished_exchanges[-1]
     names = [line[7:] for line in rest if line.startswith("event: ")]
     # Responses framing, as translate mode ends it: not the chat routes' [DONE].
-    assert names == ["error", "response.failed"]
+    assert names == FAILED
     assert "[DONE]" not in "".join(rest)
     assert any('"code":"shutting_down"' in line for line in rest)
     assert record.status == 200 and record.error_code == "shutting_down"

@@ -19,7 +19,14 @@ from tests.support.engine import LAST_CHUNK, STREAM_HEAD, FakeEngine, Seen, Wire
 from tests.support.faults import DEADLINE, HELD, fault_settings
 from tests.support.gateways import Gateway, gateway_settings, serve_gateway
 from tests.support.paths import FIXTURES
-from tests.support.responses import RESPONSES, response_events, responses_request
+from tests.support.responses import (
+    FAILED,
+    RESPONSES,
+    STARTED,
+    TEXT_MESSAGE,
+    response_events,
+    responses_request,
+)
 from tests.support.sdk import sdk
 
 pytestmark = pytest.mark.anyio
@@ -144,12 +151,7 @@ async def test_the_engine_own_error_event_ends_the_stream(
     with anyio.fail_after(DEADLINE):
         answer = await stream(gateway, responses_request())
     events = response_events(answer.content)
-    assert [name for name, _ in events] == [
-        "response.created",
-        "response.in_progress",
-        "error",
-        "response.failed",
-    ]
+    assert [name for name, _ in events] == [*STARTED, *FAILED]
     assert events[2][1]["message"] == "KV cache full"
 
 
@@ -189,14 +191,8 @@ async def test_tool_calls_stream_as_function_call_items(fake_engine: FakeEngine)
             answer = await stream(gateway, responses_request())
     events = response_events(answer.content)
     assert [name for name, _ in events] == [
-        "response.created",
-        "response.in_progress",
-        "response.output_item.added",
-        "response.content_part.added",
-        "response.output_text.delta",
-        "response.output_text.done",
-        "response.content_part.done",
-        "response.output_item.done",
+        *STARTED,
+        *TEXT_MESSAGE,
         "response.output_item.added",
         "response.function_call_arguments.delta",
         "response.function_call_arguments.delta",

@@ -1,22 +1,28 @@
 """Graceful shutdown: /readyz 503 at once, in-flight requests finish within the drain
 time-out, then end with a 503 or an SSE error event; a real ``ft-gateway serve``
-process on SIGTERM stops accepting and drains. The ``fake_engine`` and the ``gateway`` (with
-this module's ``settings``) are tests/support/fixtures.py's."""
+process on SIGTERM answers /readyz 503 on new connections while it drains, then
+exits. The ``fake_engine`` and the ``gateway`` (with this module's ``settings``)
+are tests/support/fixtures.py's."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import signal
 import subprocess
 import sys
 import uuid
+from collections.abc import Generator
 from pathlib import Path
+from typing import Any
 
 import anyio
 import httpx
 import pytest
+import uvicorn
 
+from gateway.serving.server import guarded_protocol
 from gateway.settings import Settings
 from tests.support.bodies import CHAT, chat, error_event, sse_events
 from tests.support.engine import FakeEngine
@@ -108,6 +114,17 @@ async def wait_until_refused(port: int) -> None:
         await asyncio.sleep(0.01)
 
 
+async def wait_until_draining(url: str) -> None:
+    """Ask /readyz on a new connection each time until it answers 503 draining."""
+    while True:
+        async with httpx.AsyncClient(base_url=url, timeout=DEADLINE) as client:
+            ready = await client.get("/readyz")
+        if ready.status_code == 503:
+            assert ready.json() == {"status": "draining"}
+            return
+        assert ready.status_code == 200
+
+
 async def wait_until_serving(url: str, process: subprocess.Popen[bytes]) -> None:
     async with httpx.AsyncClient(base_url=url) as client:
         while True:
@@ -171,9 +188,16 @@ async def test_sigterm_stops_accepting_drains_and_exits(tmp_path: Path) -> None:
                         await started_a.wait()
                         await started_b.wait()
                         process.send_signal(signal.SIGTERM)
-                        await wait_until_refused(port)  # stops accepting at once
+                        # Still answering on new connections while it drains: a
+                        # probe gets the documented 503, not a refused connection.
+                        await wait_until_draining(url)
+                        async with httpx.AsyncClient(base_url=url, timeout=DEADLINE) as late:
+                            refused = await late.post(CHAT, json=chat())
+                            assert refused.status_code == 503
+                            assert refused.json()["error"]["code"] == "shutting_down"
                         engine.gate("a").set()
                 returncode = await anyio.to_thread.run_sync(process.wait)
+                await wait_until_refused(port)  # and once drained, it is gone
                 await asyncio.gather(*(c.closed.wait() for c in engine.connections))
         finally:
             if process.poll() is None:
@@ -187,3 +211,51 @@ async def test_sigterm_stops_accepting_drains_and_exits(tmp_path: Path) -> None:
     assert error_event(cut[0])["code"] == "shutting_down"
     assert "Shutting down" in output  # the debug log was captured ...
     assert SECRET_KEY not in output and "PROMPT-SECRET" not in output  # ... and keeps secrets
+
+
+class _TestServer(uvicorn.Server):
+    """A uvicorn server that leaves signal handling to the test runner."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Generator[None, None, None]:
+        yield
+
+
+async def test_a_connection_accepted_as_the_server_stops_gets_its_answer() -> None:
+    """Stopping, the server answers a request on a connection it had already accepted
+    rather than closing it unanswered (a probe would read that as a crash)."""
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 503, "headers": []})
+        await send({"type": "http.response.body", "body": b"draining"})
+
+    port = free_port()
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=port,
+        lifespan="off",
+        log_level="warning",
+        http=guarded_protocol(max_head_bytes=65536, head_timeout=DEADLINE),
+    )
+    server = _TestServer(config)
+    task = asyncio.create_task(server.serve())
+    try:
+        while not server.started:
+            await asyncio.sleep(0.005)
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        while not server.server_state.connections:
+            await asyncio.sleep(0.005)  # accepted: the server knows the connection
+        server.should_exit = True
+        while server.servers and server.servers[0].is_serving():
+            await asyncio.sleep(0.005)  # stopping: the listener is closed, as is `shutdown`
+        writer.write(b"GET /readyz HTTP/1.1\r\nhost: gateway\r\n\r\n")
+        with anyio.fail_after(DEADLINE):
+            answer = await reader.read()  # to the end: the server closes after answering
+        writer.close()
+        assert answer.startswith(b"HTTP/1.1 503 ")
+        assert b"connection: close" in answer.lower() and b"\r\ndraining\r\n" in answer
+    finally:
+        server.should_exit = True
+        with anyio.fail_after(DEADLINE):
+            await task

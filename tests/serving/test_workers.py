@@ -8,10 +8,10 @@ and ``/healthz`` says which process answered.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 import signal
 import socket
-import sys
 from pathlib import Path
 
 import httpx
@@ -25,7 +25,6 @@ from tests.support.paths import POLICY
 from tests.support.processes import (
     SERVING,
     START_TIMEOUT,
-    GatewayProcess,
     children_of,
     gateway_process,
     pin,
@@ -126,49 +125,6 @@ async def test_two_workers_serve_reload_on_sighup_and_restart(tmp_path: Path) ->
 
 
 @pytest.mark.anyio
-async def test_workers_can_share_one_socket(tmp_path: Path) -> None:
-    """Where SO_REUSEPORT does not spread connections, the parent's socket is shared."""
-    program = (
-        "import sys\n"
-        "from gateway.settings import load_settings\n"
-        "from gateway.serving.workers import serve_workers\n"
-        "settings = load_settings(None, overrides={('upstream', 'url'): sys.argv[1],"
-        " ('policy',): sys.argv[2], ('listen', 'port'): 0})\n"
-        "sys.exit(serve_workers(settings, workers=2, reuse_port=False))\n"
-    )
-    policy = str(POLICY)
-    async with FakeEngine() as engine:
-        engine_url = engine.url
-        process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-c",
-            program,
-            engine_url,
-            policy,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            env={**os.environ, "TMPDIR": str(tmp_path)},
-            cwd=tmp_path,
-            start_new_session=True,
-        )
-        gateway = GatewayProcess(process)
-        try:
-            match = await gateway.wait_for_line(SERVING.pattern)
-            url = f"http://127.0.0.1:{match[1]}"
-            body = chat()
-            async with httpx.AsyncClient(base_url=url, timeout=30) as client:
-                responses = await asyncio.gather(*(client.post(CHAT, json=body) for _ in range(10)))
-            assert [r.status_code for r in responses] == [200] * 10
-            process.send_signal(signal.SIGTERM)
-            async with asyncio.timeout(START_TIMEOUT):
-                assert await process.wait() == 0
-        finally:
-            if process.returncode is None:
-                os.killpg(process.pid, signal.SIGKILL)
-                await process.wait()
-
-
-@pytest.mark.anyio
 async def test_a_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -183,11 +139,58 @@ async def test_a_port_in_use_is_a_clear_error(tmp_path: Path) -> None:
             tmp=tmp_path,
         ) as gateway:
             async with asyncio.timeout(START_TIMEOUT):
-                assert await gateway.process.wait() == 1
+                assert await gateway.process.wait() == 3
             assert gateway.process.stdout is not None
             output = await gateway.process.stdout.read()
             assert b"cannot listen on 127.0.0.1" in output
-            assert b"in use" in output
+            assert b"address already in use" in output
+
+
+@pytest.mark.anyio
+async def test_a_second_gateway_cannot_join_a_live_port(tmp_path: Path) -> None:
+    """A second ``serve --workers 2`` (no API keys) on the port of a gateway with keys
+    exits 3, and every request still reaches the first: none gets in without a key."""
+    key_hash = hashlib.sha256(b"sk-port-test").hexdigest()
+    first_tmp, second_tmp = tmp_path / "first", tmp_path / "second"
+    first_tmp.mkdir()
+    second_tmp.mkdir()
+    async with FakeEngine() as engine:
+        async with gateway_process(
+            "--workers",
+            "2",
+            "--upstream",
+            engine.url,
+            "--policy",
+            str(POLICY),
+            env={"FT_GATEWAY_AUTH__KEYS_ENV": "PORT_TEST_KEYS", "PORT_TEST_KEYS": f"a:{key_hash}"},
+            tmp=first_tmp,
+        ) as first:
+            port = (await first.wait_for_line(SERVING.pattern))[1]
+            async with gateway_process(
+                "--workers",
+                "2",
+                "--upstream",
+                engine.url,
+                "--policy",
+                str(POLICY),
+                env={"FT_GATEWAY_PORT": port},
+                tmp=second_tmp,
+            ) as second:
+                async with asyncio.timeout(START_TIMEOUT):
+                    assert await second.process.wait() == 3
+                assert second.process.stdout is not None
+                assert b"address already in use" in await second.process.stdout.read()
+            async with httpx.AsyncClient(base_url=f"http://127.0.0.1:{port}", timeout=30) as c:
+                for _ in range(20):
+                    # A new connection each time: each could have gone to another listener.
+                    refused = await c.post(CHAT, json=chat(), headers={"connection": "close"})
+                    assert refused.status_code == 401
+                    allowed = await c.post(
+                        CHAT,
+                        json=chat(),
+                        headers={"connection": "close", "authorization": "Bearer sk-port-test"},
+                    )
+                    assert allowed.status_code == 200
 
 
 @pytest.mark.anyio

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tests.support.bodies import DONE, chunk_event, completion
+from tests.support.requestids import engine_id
 
 MODES = (
     "ok",  # healthy: JSON, or an SSE stream when the body says "stream": true
@@ -277,7 +278,8 @@ class FakeEngine:
         await self.aclose()
 
     async def wait_for_request(self, request_id: str) -> Seen:
-        """The request whose X-Request-ID is ``request_id``, once it has arrived."""
+        """The request whose X-Request-ID is ``request_id`` (or what the gateway sends an
+        engine for it), once it has arrived."""
         async with self.arrived:
             await self.arrived.wait_for(lambda: self.find(request_id) is not None)
         seen = self.find(request_id)
@@ -285,8 +287,8 @@ class FakeEngine:
         return seen
 
     def find(self, request_id: str) -> Seen | None:
-        key = request_id.encode()
-        return next((r for r in self.requests if r.header(b"x-request-id") == key), None)
+        keys = {request_id.encode(), engine_id(request_id).encode()}
+        return next((r for r in self.requests if r.header(b"x-request-id") in keys), None)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()

@@ -118,7 +118,7 @@ def children_of(pid: int) -> set[int]:
 
 async def pin(url: str, pids: list[int]) -> dict[int, httpx.AsyncClient]:
     """One keep-alive client per worker: new connections until each worker answered one.
-    SO_REUSEPORT hashes each connection's ports, so a few tries reach both."""
+    Whichever idle worker accepts first gets a connection, so a few tries reach each."""
     pinned: dict[int, httpx.AsyncClient] = {}
     for _ in range(200):
         client = httpx.AsyncClient(base_url=url, timeout=30, limits=httpx.Limits(max_connections=1))

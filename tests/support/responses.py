@@ -27,6 +27,19 @@ def store_settings(
     return gateway_settings(upstream, overrides=flags)
 
 
+# A stream's first events, and those of one text message with one delta, in order.
+STARTED = ["response.created", "response.in_progress"]
+TEXT_MESSAGE = [
+    "response.output_item.added",
+    "response.content_part.added",
+    "response.output_text.delta",
+    "response.output_text.done",
+    "response.content_part.done",
+    "response.output_item.done",
+]
+FAILED = ["error", "response.failed"]
+
+
 def response_events(body: bytes) -> list[tuple[str, dict[str, Any]]]:
     """A Responses event stream as (event name, data) pairs; checks each event's framing
     (an ``event:`` line, then a ``data:`` line whose ``type`` is the event's name)."""
