@@ -12,8 +12,8 @@ from gateway.probe.message_rules import messages_rule
 from gateway.probe.responses import route_lines as responses_route_lines
 from gateway.probe.route import CHAT
 from gateway.probe.runner import ProbeResult, RouteResult
+from gateway.probe.vector_rules import route_lines as vector_route_lines
 from gateway.probe.vectors import PROBES as VECTOR_ROUTES
-from gateway.probe.vectors import route_lines as vector_route_lines
 from gateway.probe.verdict import (
     BROKEN,
     HONOURED,
