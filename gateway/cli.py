@@ -12,7 +12,7 @@ from typing import Any
 
 from gateway import __version__
 from gateway.app.factory import create_app
-from gateway.commands import check, explain, reload, schema
+from gateway.commands import cases, check, diff, explain, reload, schema
 from gateway.observe.logs import setup_logging
 from gateway.observe.startup import startup_record
 from gateway.probe import command as probe_command
@@ -90,6 +90,24 @@ def _add_policy_commands(sub: Any) -> None:
 
     sub.add_parser("schema", help="print the JSON Schema of policy files")
 
+    cases.add_arguments(
+        sub.add_parser(
+            "test",
+            help="run a policy's test cases (request bodies and the verdicts they must get)",
+            description="Exit 0 if every case passes, 1 if one fails (each failure printed "
+            "as FAIL FILE:LINE: ...), 2 if the policy or a case file cannot be read.",
+        )
+    )
+    diff.add_arguments(
+        sub.add_parser(
+            "diff",
+            help="compare two policies by their effect, not their text",
+            description="Per route and field: which values move between pass, reject, strip, "
+            "rename, default and fan-out; neutral values, ranges, enums; overlays. With "
+            "--bodies, how many recorded requests change verdict. Exit 0 if the policies "
+            "have the same effect, 1 if they differ, 2 if a file cannot be read.",
+        )
+    )
     reload.add_arguments(
         sub.add_parser(
             "reload",
@@ -168,6 +186,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "check": check.run,
         "explain": explain.run,
         "schema": schema.run,
+        "test": cases.run,
+        "diff": diff.run,
         "reload": reload.run,
     }
     args = parser.parse_args(argv)

@@ -37,6 +37,7 @@ _FILE_PATHS: tuple[tuple[str, ...], ...] = (
     ("auth", "keys_file"),
     ("store", "path"),
     ("server", "pidfile"),
+    ("capture", "path"),
 )
 
 
@@ -250,6 +251,28 @@ class Tracing(_Section):
     )
 
 
+class Capture(_Section):
+    """Request bodies written to a file for ``ft-gateway diff --bodies`` (off by default;
+    see docs/policy.md#recorded-bodies for what is kept and what is not)."""
+
+    enabled: bool = Field(default=False, description="write a sample of request bodies")
+    path: Path = Field(
+        default=Path("captured-bodies.jsonl"),
+        description="the JSON-lines file they are appended to (relative to the config file)",
+    )
+    sample_ratio: float = Field(
+        default=0.01, ge=0, le=1, description="share of requests whose body is written"
+    )
+    max_bytes: int = Field(
+        default=65536, ge=1, description="a body larger than this is not written"
+    )
+    redact_text: bool = Field(
+        default=True,
+        description="replace message text (content, text, prompt, input, instructions...) "
+        "by as many 'x'; secret-looking strings are replaced whatever this says",
+    )
+
+
 class Store(_Section):
     """Where /v1/responses keeps responses for ``previous_response_id`` and GET/DELETE."""
 
@@ -290,6 +313,7 @@ class Settings(_Section):
     store: Store = Field(default_factory=Store)
     rate_limits: RateLimits = Field(default_factory=RateLimits)
     metering: Metering = Field(default_factory=Metering)
+    capture: Capture = Field(default_factory=Capture)
     # Where these settings came from (the config file and the flags), so that a
     # reload can read the file again (gateway/limits/reload.py).
     _source: tuple[str | None, dict[tuple[str, ...], Any]] | None = PrivateAttr(default=None)

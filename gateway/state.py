@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from gateway._types import Headers
 from gateway.drain import Drain
 from gateway.limits.limiter import Limiter
+from gateway.observe.capture import BodyCapture
 from gateway.observe.exchange import NullObserver, Observer, Tracer
 from gateway.policy.engine import Policy
 from gateway.routing.hint import Hinter
@@ -32,3 +33,4 @@ class GatewayState:
     tracer: Tracer | None = None  # None: tracing is off
     hinter: Hinter | None = None  # None: no routing hints (least in flight, no priorities)
     limiter: Limiter | None = None  # None: no rate limits configured
+    capture: BodyCapture | None = None  # None: request bodies are not captured (the default)

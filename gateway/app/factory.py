@@ -26,6 +26,7 @@ from gateway.app.reload import Reloader
 from gateway.app.reloadable import load_reloadable
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound, render
 from gateway.limits.limiter import make_limiter
+from gateway.observe.capture import BodyCapture
 from gateway.observe.exchange import UNSERVED, Exchange, Observer, Observers, Tracer
 from gateway.observe.logs import AccessLog
 from gateway.observe.metrics import Metrics
@@ -114,6 +115,8 @@ def create_app(
         policy=live.policy,
         upstream_auth=f"Bearer {key}".encode() if key else None,
     )
+    if settings.capture.enabled:
+        state.capture = BodyCapture(settings.capture)
     upstream = settings.upstream
     if upstream.routing == "affinity" or upstream.max_in_flight is not None:
         state.hinter = Hinter(

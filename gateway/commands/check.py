@@ -65,8 +65,22 @@ def check_policy_path(path: str | Path) -> CheckedFile:
             f"{len(policy.routes)} routes, {rules} field rules, {overlays} overlays, "
             f"sha256 {policy.digest[:12]}"
         )
+        reporting = _report_only(source.model_dump(exclude_defaults=True))
+        if reporting:
+            # Said every time the file is checked, so a trial is not forgotten.
+            result.summary += f"; {reporting} report-only (enforcement: report)"
         result.profiles = tuple(source.profiles)
     return result
+
+
+def _report_only(data: object) -> int:
+    """How many places of a policy's data say ``enforcement: report``."""
+    if isinstance(data, dict):
+        own = int(data.get("enforcement") == "report")
+        return own + sum(_report_only(v) for v in data.values())
+    if isinstance(data, list):
+        return sum(_report_only(v) for v in data)
+    return 0
 
 
 def check_config_path(

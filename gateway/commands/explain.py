@@ -44,6 +44,8 @@ class Explanation:
     fanout: int = 1  # n served by fan-out: the engine is asked this many times
     limits: list[str] = field(default_factory=list)  # the key's rate limits (--key)
     reserved: int | None = None  # the tokens this request reserves against them
+    reported: tuple[Outcome, ...] = ()  # what report-only rules would refuse
+    report: bytes | None = None  # the error body the client would get were they enforced
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready form (``explain --json``)."""
@@ -59,6 +61,8 @@ class Explanation:
             "error": orjson.loads(self.error) if self.error is not None else None,
             "rate_limits": self.limits,
             "reserved_tokens": self.reserved,
+            "reported": [{"field": o.field, "code": o.detail} for o in self.reported],
+            "report": orjson.loads(self.report) if self.report is not None else None,
         }
 
 
@@ -81,6 +85,9 @@ def explain_request(
         decision = apply_policy(policy, route, body, profile=profile, trace=True)
         # Listed in the order the steps apply (docs/policy.md): checks, strip, rename, default.
         result.outcomes = sorted(decision.outcomes, key=lambda o: STEPS.get(o.action, 0))
+        result.reported = decision.reported
+        if decision.report is not None:
+            result.report = render(decision.report.error)
         if decision.error is not None:
             raise decision.error
     except GatewayError as exc:
@@ -112,6 +119,12 @@ def format_explanation(result: Explanation, policy: Policy) -> str:
             how += f"; sent {result.fanout} times, the answers merged into one"
         lines.append(f"-> forwarded to the engine ({how}):")
         lines.append((result.forwarded or b"").decode(errors="replace").rstrip())
+    if result.report is not None:
+        lines.append("report-only rules would refuse (not enforced):")
+        width = max(len(o.field) for o in result.reported)
+        lines.extend(f"  {o.field:<{width}}  {o.detail}" for o in result.reported)
+        lines.append("-> were they enforced, HTTP 400 to the client:")
+        lines.append(result.report.decode())
     lines.extend(result.limits)
     if result.limits and result.reserved is not None:
         lines.append(f"  this request reserves {result.reserved} tokens until it ends")

@@ -16,7 +16,7 @@ from typing import Any, Protocol
 from gateway._types import Headers
 from gateway.errors import GatewayError
 from gateway.limits.meter import Usage
-from gateway.policy.engine import REJECTED, Outcome
+from gateway.policy.engine import REJECTED, Outcome, Report
 
 # The route label of a request to a path the gateway does not serve (one label for
 # all: the paths are the client's to choose, so they are never labels themselves).
@@ -33,6 +33,8 @@ class Exchange:
     stream: bool = False
     status: int = 0
     outcomes: Sequence[Outcome] = ()
+    # What report-only rules would have refused, and the 400 the client would have got.
+    report: Report | None = None
     error_code: str | None = None
     upstream_status: int | None = None
     upstream_replica: str | None = None  # the engine replica that answered

@@ -109,6 +109,23 @@ def request_record(exchange: Exchange, now: float) -> dict[str, Any]:
         "completion_tokens": usage.completion if usage is not None else None,
         "total_tokens": usage.total if usage is not None else None,
         "rate_limited": exchange.rate_limited,
+        "reported": _reported(exchange) if exchange.report is not None else None,
+    }
+
+
+def _reported(exchange: Exchange) -> dict[str, Any] | None:
+    """What report-only rules would have refused: the 400 the client would have got
+    (status, code, param; not the message, which may quote the client's value) and
+    each field with its error code."""
+    report = exchange.report
+    if report is None:
+        return None
+    error = report.error
+    return {
+        "status": error.status,
+        "code": error.code,
+        "param": error.param[:MAX_NAME] if error.param is not None else None,
+        "fields": {o.field[:MAX_NAME]: o.detail for o in report.fields[:MAX_FIELDS]},
     }
 
 

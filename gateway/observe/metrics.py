@@ -70,6 +70,8 @@ class Tallies:
 
     requests: dict[tuple[str, str, int], int] = field(default_factory=dict)
     decisions: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    # Would-be refusals of report-only rules, by (route, field, the error code).
+    reported: dict[tuple[str, str, str], int] = field(default_factory=dict)
     latency: dict[str, Histogram] = field(default_factory=dict)
     ttfb: dict[str, Histogram] = field(default_factory=dict)
     upstream_errors: dict[str, int] = field(default_factory=dict)
@@ -95,6 +97,7 @@ class Tallies:
         """Add ``other``'s numbers to these (another worker's, for one scrape)."""
         add_counts(self.requests, other.requests)
         add_counts(self.decisions, other.decisions)
+        add_counts(self.reported, other.reported)
         add_counts(self.upstream_errors, other.upstream_errors)
         add_counts(self.disconnects, other.disconnects)
         add_counts(self.reloads, other.reloads)
@@ -173,6 +176,10 @@ class Metrics:
                 name = self._field_label(outcome.field)
             dkey = (route, name, outcome.action)
             t.decisions[dkey] = t.decisions.get(dkey, 0) + 1
+        if exchange.report is not None:
+            for outcome in exchange.report.fields:
+                vkey = (route, self._field_label(outcome.field), outcome.detail)
+                t.reported[vkey] = t.reported.get(vkey, 0) + 1
         if exchange.client_disconnected:
             t.disconnects[route] = t.disconnects.get(route, 0) + 1
         if exchange.rate_limited is not None:
@@ -288,6 +295,13 @@ def families(t: Tallies) -> Iterator[Metric]:
         "(rejected, neutral, stripped, renamed, defaulted).",
         ["route", "field", "action"],
         t.decisions,
+    )
+    yield counter(
+        "ft_gateway_policy_reported",
+        "Refusals that report-only rules would have made (the request was forwarded), by "
+        "route, field and verdict: the error code the client would have got with its 400.",
+        ["route", "field", "verdict"],
+        t.reported,
     )
 
     for name, doc, hists in (

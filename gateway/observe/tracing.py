@@ -347,6 +347,8 @@ class Tracing:
                 },
                 timestamp=trace_.ns(at) if at is not None else end,
             )
+        if exchange.report is not None:
+            _record_report(span, attributes, exchange, end)
         if exchange.client_disconnected:
             attributes["ft_gateway.client_disconnected"] = True
             span.add_event("ft_gateway.client_disconnected", timestamp=end)
@@ -381,6 +383,25 @@ class Tracing:
     def _stop(self) -> None:
         self.provider.force_flush()
         self.provider.shutdown()
+
+
+def _record_report(span: Any, attributes: dict[str, Any], exchange: Exchange, end: int) -> None:
+    """What report-only rules would have refused: attributes, and one event with the
+    400 the client would have got (its status, code and param)."""
+    report = exchange.report
+    if report is None:
+        return
+    attributes["ft_gateway.policy.reported"] = [
+        f"{o.field[:MAX_NAME]}:{o.detail}" for o in report.fields[:MAX_FIELDS]
+    ]
+    error = report.error
+    event: dict[str, Any] = {
+        "http.response.status_code": error.status,
+        "error.type": error.code or "invalid_request_error",
+    }
+    if error.param is not None:
+        event["ft_gateway.policy.param"] = error.param[:MAX_NAME]
+    span.add_event("ft_gateway.policy.reported", event, timestamp=end)
 
 
 def _request_attributes(attributes: dict[str, Any], exchange: Exchange) -> None:

@@ -44,6 +44,7 @@ def encode_tallies(t: Tallies) -> bytes:
         {
             "requests": [[*k, n] for k, n in t.requests.items()],
             "decisions": [[*k, n] for k, n in t.decisions.items()],
+            "reported": [[*k, n] for k, n in t.reported.items()],
             "latency": {r: [h.counts, h.total] for r, h in t.latency.items()},
             "ttfb": {r: [h.counts, h.total] for r, h in t.ttfb.items()},
             "upstream_errors": t.upstream_errors,
@@ -81,6 +82,7 @@ def decode_tallies(raw: bytes) -> Tallies:
     return Tallies(
         requests={(r, m, int(s)): int(n) for r, m, s, n in d["requests"]},
         decisions={(r, f, a): int(n) for r, f, a, n in d["decisions"]},
+        reported={(r, f, v): int(n) for r, f, v, n in d.get("reported", [])},
         latency={r: _histogram(h) for r, h in d["latency"].items()},
         ttfb={r: _histogram(h) for r, h in d["ttfb"].items()},
         upstream_errors={k: int(n) for k, n in d["upstream_errors"].items()},

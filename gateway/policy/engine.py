@@ -3,8 +3,10 @@
 ``apply_policy(policy, route, body)`` takes a parsed request body and returns a
 Decision: the body to forward (the same object when nothing changed, so the
 caller can forward the client's original bytes), what was done to which field,
-or the InvalidRequest the client gets. The server, ``ft-gateway explain`` and
-the fuzz tests all call this one function.
+or the InvalidRequest the client gets, and what report-only rules would have
+refused (``reported``, with ``report``: the 400 the client would have got). The
+server, ``ft-gateway explain``, ``ft-gateway test`` and ``diff`` and the fuzz
+tests all call this one function.
 """
 
 from __future__ import annotations
@@ -14,7 +16,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gateway.errors import InvalidRequest
-from gateway.policy.file import PolicyFile, RoutePolicy, merge_rule
+from gateway.policy.compiled import ObjectRules, compile_rules
+from gateway.policy.file import Enforcement, PolicyFile, RoutePolicy, merge_rule
 from gateway.policy.walk import (
     DEFAULTED,
     FANOUT,
@@ -23,13 +26,13 @@ from gateway.policy.walk import (
     PASSED,
     REJECTED,
     RENAMED,
+    REPORTED,
     STEPS,
     STRIPPED,
     UNKNOWN,
-    ObjectRules,
     Outcome,
+    Report,
     Walk,
-    compile_rules,
     walk_object,
 )
 
@@ -41,6 +44,7 @@ __all__ = [
     "PASSED",
     "REJECTED",
     "RENAMED",
+    "REPORTED",
     "STEPS",
     "STRIPPED",
     "UNKNOWN",
@@ -48,6 +52,7 @@ __all__ = [
     "ObjectRules",
     "Outcome",
     "Policy",
+    "Report",
     "apply_policy",
 ]
 
@@ -62,6 +67,13 @@ class Decision:
     error: InvalidRequest | None = None
     # ``n`` served by fan-out: ask the engine this many times and merge (1: no fan-out).
     fanout: int = 1
+    # What report-only rules would have refused (None on most requests).
+    report: Report | None = None
+
+    @property
+    def reported(self) -> tuple[Outcome, ...]:
+        """The fields report-only rules would have refused (path, REPORTED, code)."""
+        return self.report.fields if self.report is not None else ()
 
 
 class Policy:
@@ -103,6 +115,7 @@ class Policy:
             return None
         rules = dict(base.fields)
         unknown = base.unknown_fields or self.source.unknown_fields
+        enforcement: Enforcement = base.enforcement or self.source.enforcement
         overlays = []
         if model is not None:
             overlays.append(self.source.models[model])
@@ -110,12 +123,14 @@ class Policy:
             overlays.append(self.source.profiles[profile])
         for overlay in overlays:
             ro = overlay.routes.get(route)
+            enforcement = overlay.enforcement or enforcement
             if ro is None:
                 continue
             for name, patch in ro.fields.items():
                 rules[name] = merge_rule(rules.get(name), patch)
             unknown = ro.unknown_fields or unknown
-        return compile_rules(rules, unknown)
+            enforcement = ro.enforcement or enforcement
+        return compile_rules(rules, unknown, report=enforcement == "report")
 
 
 def apply_policy(
@@ -145,4 +160,6 @@ def apply_policy(
         decision.body = forwarded
         decision.changed = True
     decision.fanout = walk.fanout
+    if walk.reported is not None:
+        decision.report = Report(walk.report_error, tuple(walk.reported))
     return decision

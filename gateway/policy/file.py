@@ -19,8 +19,13 @@ value (``developer`` -> ``system``), ``strip`` drops the member.
 
 ``unknown_fields`` says what happens to fields the route does not name. ``models``
 and ``profiles`` hold overlays: partial field rules merged over the route's rules
-for one model name, or for clients whose API key names the profile. Reading a
-file and reporting its problems is loading.py's work.
+for one model name, or for clients whose API key names the profile.
+
+``enforcement: report`` (on a rule, a route, an overlay or the whole policy; the
+most specific one wins, a rule's holds for everything inside its value) makes
+refusals reports: the request goes on as if the rule were absent. Reading a
+file and reporting its problems is loading.py's work; compiled.py turns the
+rules into what the walk reads.
 """
 
 from __future__ import annotations
@@ -34,6 +39,13 @@ from gateway.routes import ROUTE_NAMES as ROUTES
 
 Action = Literal["pass", "reject", "strip", "rename", "default", "fanout"]
 UnknownAction = Literal["reject", "strip", "pass"]
+# enforce: a refusal is the client's 400; report: the request goes on as if the
+# rule were absent, and the would-be refusal is counted, logged and traced.
+Enforcement = Literal["enforce", "report"]
+_ENFORCEMENT = (
+    "'report': a request this would refuse is forwarded, the refusal only reported "
+    "(metric, access log, span); unset: as the enclosing rule, route or policy"
+)
 if TYPE_CHECKING:
     RouteName = str
 else:
@@ -65,6 +77,7 @@ class FieldRule(ValueSpec):
         description="when set (and not neutral), these other fields must have these values",
     )
     reason: str | None = Field(default=None, description="added to the client's error message")
+    enforcement: Enforcement | None = Field(default=None, description=_ENFORCEMENT)
     fields: dict[str, FieldRule] | None = Field(
         default=None, description="an object value: the rules of its keys"
     )
@@ -96,24 +109,6 @@ class FieldRule(ValueSpec):
         if self.token_ids is not None and self.token_ids.action not in ("pass", "reject"):
             raise ValueError("'token_ids' takes action 'pass' or 'reject'")
         return self
-
-    def model_post_init(self, context: Any) -> None:
-        super().model_post_init(context)
-        # Whether the walk must look inside the value (read for every field).
-        nested = self.fields is not None or self.select is not None or self.token_ids is not None
-        self.__dict__["nested"] = nested
-        # The value types this rule forwards as they are with no further work: a
-        # pass rule's bare type check, not null when required, nothing inside.
-        fast: frozenset[type] = frozenset()
-        if self.action == "pass":
-            fast = self.accepts - {type(None)} if self.required else self.accepts
-            if nested:
-                fast = fast - {list, dict}
-        self.__dict__["fast"] = fast
-
-    if TYPE_CHECKING:
-        nested: bool
-        fast: frozenset[type]
 
     @property
     def has_value(self) -> bool:
@@ -160,6 +155,7 @@ class RoutePolicy(BaseModel):
     unknown_fields: UnknownAction | None = Field(
         default=None, description="overrides the policy-wide rule for this route"
     )
+    enforcement: Enforcement | None = Field(default=None, description=_ENFORCEMENT)
     fields: dict[str, FieldRule] = Field(default_factory=dict)
 
 
@@ -169,6 +165,7 @@ class RouteOverlay(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     unknown_fields: UnknownAction | None = None
+    enforcement: Enforcement | None = Field(default=None, description=_ENFORCEMENT)
     fields: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
@@ -177,6 +174,9 @@ class Overlay(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    enforcement: Enforcement | None = Field(
+        default=None, description="the enforcement of every route this overlay applies to"
+    )
     routes: dict[str, RouteOverlay] = Field(default_factory=dict)
 
 
@@ -189,6 +189,11 @@ class PolicyFile(BaseModel):
     description: str | None = None
     unknown_fields: UnknownAction = Field(
         default="reject", description="what to do with fields a route does not name"
+    )
+    enforcement: Enforcement = Field(
+        default="enforce",
+        description="'report': every refusal is only reported (a policy on trial); rules, "
+        "routes and overlays may say otherwise",
     )
     routes: dict[RouteName, RoutePolicy]
     models: dict[str, Overlay] = Field(

@@ -11,6 +11,10 @@ changed object is a new one: the client's parsed body is never modified, so a
 request the policy does not change is forwarded as the client's own bytes.
 
 Paths name what was wrong the way OpenAI does: ``messages[2].content[1].type``.
+
+A refusal by a report-only rule (``Rule.report``) is recorded apart, in
+``Walk.reported``, and the value is left as the client sent it: the request
+goes on as if that rule were absent.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import InvalidRequest
-from gateway.policy.file import FieldRule, Select, UnknownAction
+from gateway.policy.compiled import CompiledSelect, ObjectRules, Rule
 
 # Outcomes recorded per field. "passed" is only recorded when tracing (explain):
 # the hot path records only what the operator needs to count.
@@ -32,6 +36,8 @@ RENAMED = "renamed"
 DEFAULTED = "defaulted"
 UNKNOWN = "unknown"
 FANOUT = "fanout"
+# A refusal a report-only rule would have made (kept apart from the outcomes).
+REPORTED = "reported"
 # explain only: a default not applied, the client having sent the value under another name.
 KEPT = "kept"
 # The order the rewrite applies actions in (explain lists outcomes in it):
@@ -49,55 +55,39 @@ class Outcome:
 
 
 @dataclass(frozen=True, slots=True)
-class ObjectRules:
-    """The rules of an object's keys, compiled for the walk."""
+class Report:
+    """What report-only rules would have refused: each field (path, REPORTED, error
+    code) and the first refusal, the 400 the client would have got."""
 
-    rules: dict[str, FieldRule]
-    unknown: UnknownAction
-    required: tuple[str, ...]
-    defaults: tuple[tuple[str, Any], ...]
-    requires: tuple[tuple[str, FieldRule], ...]
-    # No defaults and no cross-key rules: an object whose every key passes its
-    # rule's bare type check needs no more (the fast path of walk_object).
-    plain: bool
-
-
-def compile_rules(rules: dict[str, FieldRule], unknown: UnknownAction) -> ObjectRules:
-    """ObjectRules for ``rules`` (keys not named follow ``unknown``)."""
-    defaults = tuple((n, r.value) for n, r in rules.items() if r.action == "default")
-    requires = tuple((n, r) for n, r in rules.items() if r.requires)
-    return ObjectRules(
-        rules=rules,
-        unknown=unknown,
-        required=tuple(n for n, r in rules.items() if r.required),
-        defaults=defaults,
-        requires=requires,
-        plain=not defaults and not requires,
-    )
-
-
-def _object_rules(rule: FieldRule) -> ObjectRules:
-    # Compiled once per rule, kept beside the model's fields (see values.py).
-    compiled: ObjectRules | None = rule.__dict__.get("object_rules")
-    if compiled is None:
-        compiled = compile_rules(rule.fields or {}, rule.unknown_fields)
-        rule.__dict__["object_rules"] = compiled
-    return compiled
+    error: InvalidRequest
+    fields: tuple[Outcome, ...]
 
 
 class Walk:
-    """One request's walk: the outcomes so far, the first error, the fan-out asked for."""
+    """One request's walk: the outcomes so far, the first error, the fan-out asked
+    for, and what report-only rules would have refused."""
 
-    __slots__ = ("outcomes", "trace", "error", "fanout")
+    __slots__ = ("outcomes", "trace", "error", "fanout", "reported", "report_error")
+    report_error: InvalidRequest  # set with the first report (read only when reported is)
 
     def __init__(self, outcomes: list[Outcome], *, trace: bool) -> None:
         self.outcomes = outcomes
         self.trace = trace
         self.error: InvalidRequest | None = None
         self.fanout = 1
+        self.reported: list[Outcome] | None = None  # made on the first report
 
-    def reject(self, path: str, problem: InvalidRequest) -> None:
-        self.outcomes.append(Outcome(path, REJECTED, problem.message))
+    def reject(
+        self, path: str, problem: InvalidRequest, *, report: bool, detail: str | None = None
+    ) -> None:
+        """Refuse (or, for a report-only rule, report) the value at ``path``."""
+        if report:
+            if self.reported is None:
+                self.reported = []
+                self.report_error = problem
+            self.reported.append(Outcome(path, REPORTED, problem.code or ""))
+            return
+        self.outcomes.append(Outcome(path, REJECTED, problem.message if detail is None else detail))
         if self.error is None:
             self.error = problem
 
@@ -113,11 +103,12 @@ def missing(path: str) -> InvalidRequest:
     )
 
 
-def unsupported(path: str, value: Any, rule: FieldRule) -> InvalidRequest:
+def unsupported(path: str, value: Any, rule: Rule) -> InvalidRequest:
     """The error for a value a ``reject`` rule does not accept."""
-    supported = [n for n in rule.neutral if n is not None]
-    reason = f" {rule.reason}" if rule.reason else ""
-    if not supported or rule.type == "boolean":
+    source = rule.source
+    supported = [n for n in source.neutral if n is not None]
+    reason = f" {source.reason}" if source.reason else ""
+    if not supported or source.type == "boolean":
         return InvalidRequest(
             f"Unsupported parameter: '{path}' is not supported by this deployment.{reason}",
             param=path,
@@ -171,6 +162,7 @@ def walk_object(
                 InvalidRequest(
                     f"Unknown parameter: '{path}'.", param=path, code="unknown_parameter"
                 ),
+                report=compiled.report,
             )
             continue
         action = rule.action
@@ -185,7 +177,7 @@ def walk_object(
         if problem is None and rule.required and value is None:
             problem = missing(_path(prefix, name))
         if problem is not None:
-            walk.reject(_path(prefix, name), problem)
+            walk.reject(_path(prefix, name), problem, report=rule.report)
             continue
         if action == "reject":
             if rule.is_neutral(value):
@@ -194,7 +186,8 @@ def walk_object(
                 detail = "dropped" if rule.drop_neutral else "forwarded"
                 outcomes.append(Outcome(_path(prefix, name), NEUTRAL, detail))
                 continue
-            walk.reject(_path(prefix, name), unsupported(_path(prefix, name), value, rule))
+            path = _path(prefix, name)
+            walk.reject(path, unsupported(path, value, rule), report=rule.report)
             continue
         if action == "fanout":
             if value is not None and value != 1:
@@ -214,6 +207,7 @@ def walk_object(
                         param=path,
                         code="invalid_value",
                     ),
+                    report=rule.report,
                 )
                 continue
             renames.append((name, target))
@@ -228,9 +222,7 @@ def walk_object(
     for name in compiled.required:
         if name not in obj:
             path = _path(prefix, name)
-            outcomes.append(Outcome(path, REJECTED, "missing"))
-            if walk.error is None:
-                walk.error = missing(path)
+            walk.reject(path, missing(path), report=rules[name].report, detail="missing")
     for name, rule in compiled.requires:
         value = obj.get(name)
         if value is None or (rule.action == "reject" and rule.is_neutral(value)):
@@ -246,6 +238,7 @@ def walk_object(
                         param=path,
                         code="invalid_value",
                     ),
+                    report=rule.report,
                 )
                 break
 
@@ -303,7 +296,7 @@ def _passes(compiled: ObjectRules, obj: dict[str, Any], known: str | None) -> bo
     return True
 
 
-def walk_value(rule: FieldRule, value: Any, path: str, walk: Walk) -> Any:
+def walk_value(rule: Rule, value: Any, path: str, walk: Walk) -> Any:
     """Inside a value its own rule passed: the rule's ``select`` (on an array's
     members, or on an object), else its ``fields`` (on an object); an input of token
     ids by ``token_ids``."""
@@ -314,8 +307,8 @@ def walk_value(rule: FieldRule, value: Any, path: str, walk: Walk) -> Any:
         if isinstance(value, dict):
             return _select_one(select, value, path, walk)
         return value
-    if rule.fields is not None and isinstance(value, dict):
-        return walk_object(_object_rules(rule), value, path, walk)
+    if rule.object_rules is not None and isinstance(value, dict):
+        return walk_object(rule.object_rules, value, path, walk)
     if rule.token_ids is not None and is_token_ids(value):
         return _token_ids(rule.token_ids, value, path, walk)
     return value
@@ -327,9 +320,9 @@ def is_token_ids(value: Any) -> bool:
     return type(value) is list and bool(value) and type(value[0]) in (int, list)
 
 
-def _token_ids(rule: FieldRule, value: Any, path: str, walk: Walk) -> Any:
+def _token_ids(rule: Rule, value: Any, path: str, walk: Walk) -> Any:
     if rule.action == "reject":
-        reason = f" {rule.reason}" if rule.reason else ""
+        reason = f" {rule.source.reason}" if rule.source.reason else ""
         walk.reject(
             path,
             InvalidRequest(
@@ -338,6 +331,7 @@ def _token_ids(rule: FieldRule, value: Any, path: str, walk: Walk) -> Any:
                 param=path,
                 code="unsupported_value",
             ),
+            report=rule.report,
         )
     elif walk.trace:
         walk.outcomes.append(Outcome(path, PASSED, "token ids"))
@@ -347,24 +341,17 @@ def _token_ids(rule: FieldRule, value: Any, path: str, walk: Walk) -> Any:
 _STRIPPED: Any = object()
 
 
-def _select_members(select: Select, members: list[Any], path: str, walk: Walk) -> list[Any]:
+def _select_members(select: CompiledSelect, members: list[Any], path: str, walk: Walk) -> list[Any]:
     changed: list[Any] | None = None
-    rules = select.rules
+    passed = select.passed
     key = select.key
     fast = not walk.trace
     for index, member in enumerate(members):
         if fast and type(member) is dict:
             # The common case first: a member its rule passes as it is.
             chosen = member.get(key)
-            rule = rules.get(chosen) if type(chosen) is str else None
-            if (
-                rule is not None
-                and rule.action == "pass"
-                and rule.fields is not None
-                and rule.select is None
-                and type(member) in rule.accepts
-                and _passes(rule.__dict__.get("object_rules") or _object_rules(rule), member, key)
-            ):
+            inner = passed.get(chosen) if type(chosen) is str else None
+            if inner is not None and type(member) in inner[1] and _passes(inner[0], member, key):
                 if changed is not None:
                     changed.append(member)
                 continue
@@ -377,6 +364,7 @@ def _select_members(select: Select, members: list[Any], path: str, walk: Walk) -
                     param=where,
                     code="invalid_type",
                 ),
+                report=select.report,
             )
             continue
         result = _select_one(select, member, where, walk)
@@ -387,7 +375,7 @@ def _select_members(select: Select, members: list[Any], path: str, walk: Walk) -
     return members if changed is None else changed
 
 
-def _select_one(select: Select, obj: dict[str, Any], path: str, walk: Walk) -> Any:
+def _select_one(select: CompiledSelect, obj: dict[str, Any], path: str, walk: Walk) -> Any:
     """``obj`` under the rule its key's value chooses; ``_STRIPPED`` if it is dropped."""
     key = select.key
     chosen = obj.get(key)
@@ -399,15 +387,14 @@ def _select_one(select: Select, obj: dict[str, Any], path: str, walk: Walk) -> A
         if type(obj) not in rule.accepts:
             problem = rule.check(obj, path)
             if problem is not None:
-                walk.reject(path, problem)
+                walk.reject(path, problem, report=rule.report)
                 return obj
-        if rule.fields is not None:
-            compiled = rule.__dict__.get("object_rules") or _object_rules(rule)
-            return walk_object(compiled, obj, path, walk, known=key)
+        if rule.object_rules is not None:
+            return walk_object(rule.object_rules, obj, path, walk, known=key)
         return walk_value(rule, obj, path, walk) if rule.select is not None else obj
     where = f"{path}.{key}"
     if chosen is None:
-        walk.reject(where, missing(where))
+        walk.reject(where, missing(where), report=select.report)
         return obj
     if not isinstance(chosen, str):
         walk.reject(
@@ -415,6 +402,7 @@ def _select_one(select: Select, obj: dict[str, Any], path: str, walk: Walk) -> A
             InvalidRequest(
                 f"Invalid type for '{where}': expected a string.", param=where, code="invalid_type"
             ),
+            report=select.report,
         )
         return obj
     named = rule is not None
@@ -426,7 +414,9 @@ def _select_one(select: Select, obj: dict[str, Any], path: str, walk: Walk) -> A
         return _STRIPPED
     if action == "reject":
         if not rule.is_neutral(obj):
-            walk.reject(where, _unselected(select, chosen, where, rule, named=named))
+            walk.reject(
+                where, _unselected(select, chosen, where, rule, named=named), report=rule.report
+            )
             return obj
         walk.outcomes.append(
             Outcome(path, NEUTRAL, "dropped" if rule.drop_neutral else "forwarded")
@@ -435,7 +425,7 @@ def _select_one(select: Select, obj: dict[str, Any], path: str, walk: Walk) -> A
     if type(obj) not in rule.accepts:
         problem = rule.check(obj, path)
         if problem is not None:
-            walk.reject(path, problem)
+            walk.reject(path, problem, report=rule.report)
             return obj
     out = obj
     if action == "rename" and rule.to is not None:
@@ -443,19 +433,18 @@ def _select_one(select: Select, obj: dict[str, Any], path: str, walk: Walk) -> A
         walk.outcomes.append(Outcome(where, RENAMED, f"'{chosen}' to '{rule.to}'"))
     elif walk.trace:
         walk.outcomes.append(Outcome(where, PASSED, f"rule for '{chosen}'" if named else ""))
-    if rule.fields is not None:
-        return walk_object(_object_rules(rule), out, path, walk, known=key)
+    if rule.object_rules is not None:
+        return walk_object(rule.object_rules, out, path, walk, known=key)
     if rule.select is not None:
         return walk_value(rule, out, path, walk)
     return out
 
 
 def _unselected(
-    select: Select, chosen: str, where: str, rule: FieldRule, *, named: bool
+    select: CompiledSelect, chosen: str, where: str, rule: Rule, *, named: bool
 ) -> InvalidRequest:
-    supported = [name for name, r in select.rules.items() if r.action != "reject"]
-    shown = _quoted_list(supported)
-    reason = f" {rule.reason}" if rule.reason else ""
+    shown = _quoted_list(select.supported)
+    reason = f" {rule.source.reason}" if rule.source.reason else ""
     if not named:
         # OpenAI's own answer to an unknown role: 400 invalid_value naming messages[i].role.
         return InvalidRequest(

@@ -83,6 +83,8 @@ class EngineClient:
         self.timeout = timeout
         self.max_requests = max_requests
         self.sent = 0
+        # Every (path, body) that reached the wire: the written case file's requests.
+        self.bodies: list[tuple[str, dict[str, Any]]] = []
         self._timeouts_in_a_row = 0
         self._on_request = on_request
 
@@ -118,6 +120,7 @@ class EngineClient:
         if self.sent >= self.max_requests:
             raise BudgetSpent(f"the request budget ({self.max_requests}) is spent")
         self.sent += 1
+        self.bodies.append((path, body))
         try:
             with self._http.stream("POST", path, json=body) as response:
                 answer.status = response.status_code

@@ -9,7 +9,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from gateway.policy.cases import render_cases
+from gateway.policy.engine import Policy
 from gateway.policy.loading import parse_policy_text
+from gateway.probe.cases import cases_path, probe_cases
 from gateway.probe.client import EngineClient
 from gateway.probe.context import ProbeError
 from gateway.probe.progress import Progress
@@ -123,10 +126,18 @@ def run(args: argparse.Namespace) -> int:
         schema = Path(__file__).resolve().parent.parent / "policy.schema.json"
         text = render_policy(result, schema=os.path.relpath(schema, args.out.resolve().parent))
         try:
-            parse_policy_text(text, file=str(args.out))
+            written = parse_policy_text(text, file=str(args.out))
         except SourceError as exc:  # pragma: no cover - a writer bug, not an engine's
             print(f"ft-gateway probe: the written policy does not check:\n{exc}", file=sys.stderr)
             return 1
         args.out.write_text(text, encoding="utf-8")
         print(f"policy written to {args.out}", file=sys.stderr)
+        cases = cases_path(args.out)
+        found = probe_cases(result, client.bodies, Policy(written))
+        header = (
+            f"# The probe's own requests to {args.upstream} ({args.model}), each with the "
+            f"verdict {args.out.name} gives it.\n# Run: ft-gateway test {args.out} {cases}\n"
+        )
+        cases.write_text(header + render_cases(found), encoding="utf-8")
+        print(f"{len(found)} test cases written to {cases}", file=sys.stderr)
     return 0

@@ -78,6 +78,8 @@ class ProxyEndpoint:
                     record.client_disconnected = True
                     return
                 body = parse_request(raw, headers)
+                if state.capture is not None:
+                    state.capture.record(route.name, call.profile, body, len(raw))
                 if tracer is not None:
                     tracer.request(record, body)
                 model = body.get("model")

@@ -62,6 +62,7 @@ class Route:
         decision = apply_policy(self.state.policy, self.name or "", body, profile=call.profile)
         record = call.record
         record.outcomes = decision.outcomes
+        record.report = decision.report
         if decision.error is not None:
             raise decision.error
         record.stream = decision.body.get("stream") is True

@@ -392,6 +392,20 @@ def test_api_keys_are_checked_against_the_policy_profiles(
     assert lines[0].endswith(f"; {keys} (1 API keys)")
 
 
+def test_report_only_rules_are_counted_in_the_summary(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "trial.yaml"
+    path.write_text(
+        POLICY.read_text() + "enforcement: enforce\nprofiles:\n  canary: {enforcement: report}\n"
+    )
+    status, lines = run_check([str(path)], capsys)
+    assert status == 0
+    assert lines[0].endswith("; 1 report-only (enforcement: report))")
+    status, lines = run_check([str(POLICY)], capsys)
+    assert "report-only" not in lines[0]
+
+
 def test_an_unset_engine_key_variable_fails_check_as_it_fails_serve(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:

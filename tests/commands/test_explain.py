@@ -141,6 +141,37 @@ def test_defaults_overlays_and_profiles(tmp_path: Path, capsys: pytest.CaptureFi
     assert "  extra        stripped   not named by the policy" in out.splitlines()
 
 
+def test_report_only_rules_show_what_they_would_refuse(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text(
+        POLICY.read_text() + "profiles:\n  canary:\n    routes:\n      /v1/chat/completions:\n"
+        "        fields:\n          logprobs: {enforcement: report}\n"
+    )
+    request = write(tmp_path, chat_bytes(logprobs=True, user="u"))
+    status, out = explain(["--policy", str(policy), request], capsys)
+    assert status == 1 and "report-only" not in out
+    status, out = explain(["--policy", str(policy), "--profile", "canary", request], capsys)
+    assert status == 0
+    lines = out.splitlines()
+    at = lines.index("report-only rules would refuse (not enforced):")
+    assert lines[at + 1].split() == ["logprobs", "unsupported_parameter"]
+    assert lines[at + 2] == "-> were they enforced, HTTP 400 to the client:"
+    refusal = json.loads(lines[at + 3])["error"]
+    assert (refusal["param"], refusal["code"]) == ("logprobs", "unsupported_parameter")
+    # What happens: forwarded with logprobs as sent, the rest of the policy applied.
+    forwarded = json.loads(lines[at - 1])
+    assert forwarded["logprobs"] is True and "user" not in forwarded
+    status, out = explain(
+        ["--policy", str(policy), "--profile", "canary", "--json", request], capsys
+    )
+    result = json.loads(out)
+    assert result["reported"] == [{"field": "logprobs", "code": "unsupported_parameter"}]
+    assert result["report"]["error"]["code"] == "unsupported_parameter"
+    assert result["error"] is None and result["status"] == 200
+
+
 def test_completions_route_is_guessed_or_given(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -12,7 +12,10 @@ import pytest
 import yaml
 
 from gateway.access.keys import read_keys_file
-from gateway.policy.loading import parse_policy_text
+from gateway.commands.cases import check_case
+from gateway.policy.cases import read_cases
+from gateway.policy.engine import Policy
+from gateway.policy.loading import load_policy_file, parse_policy_text
 from gateway.settings import Settings, load_settings
 from gateway.yamlsource import SourceError, parse_yaml
 from tests.docs.markdown import PAGES, ROOT, Block, blocks
@@ -35,6 +38,8 @@ def kind(data: Any) -> str:
         return "overlay"
     if keys == {"keys"}:
         return "keys"
+    if "cases" in keys:
+        return "cases"
     if keys <= set(Settings.model_fields):
         return "config"
     if all(isinstance(v, dict) and "action" in v for v in data.values()):
@@ -81,6 +86,11 @@ def test_yaml_example_loads(block: Block, tmp_path: Path) -> None:
         _check_policy(
             yaml.safe_dump({"routes": {"/v1/chat/completions": {"fields": data}}}), block.where
         )
+    elif what == "cases":
+        # A case file: it loads, and its cases pass against the default policy.
+        cases = read_cases(parse_yaml(block.text, file=block.where))
+        policy = Policy(load_policy_file(DEFAULT_POLICY)[0])
+        assert [check_case(policy, case) for case in cases.cases] == [None] * len(cases.cases)
     elif what == "keys":
         try:
             read_keys_file(parse_yaml(block.text, file=block.where))
@@ -107,6 +117,8 @@ def test_repository_config_loads() -> None:
     # Paths given in a config file are relative to it; the defaults, to the working directory.
     assert settings.store.path == ROOT / defaults.store.path
     defaults.store = defaults.store.model_copy(update={"path": settings.store.path})
+    assert settings.capture.path == ROOT / defaults.capture.path
+    defaults.capture = defaults.capture.model_copy(update={"path": settings.capture.path})
     assert settings.model_dump() == defaults.model_dump()  # (not where each was read from)
 
 

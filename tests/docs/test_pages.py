@@ -21,6 +21,7 @@ README = ROOT / "README.md"
 EXAMPLE_FILES = {
     "policies/edited.yaml",  # a policy with mistakes, as `check` prints it
     "policies/candidate.yaml",  # what a probe before an upgrade writes
+    "policies/candidate.cases.yaml",  # the case file the probe writes beside it
     "gateway/upstream/foo_impl.py",  # the client CONTRIBUTING.md's how-to adds
     "gateway/proxy/embeddings.py",  # the route CONTRIBUTING.md's how-to adds
 }

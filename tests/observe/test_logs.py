@@ -95,6 +95,7 @@ async def test_one_json_line_per_request(
         "completion_tokens": None,
         "total_tokens": None,
         "rate_limited": None,
+        "reported": None,
     }
     assert rejected["bytes_out"] > 100
     assert changed["policy"] == "changed"

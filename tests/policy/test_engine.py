@@ -23,7 +23,7 @@ def comp(**fields: Any) -> dict[str, Any]:
 
 
 # (request fields, param the 400 names, its code)
-REJECTED = [
+REJECTED: list[tuple[dict[str, Any], str, str]] = [
     ({"logprobs": True}, "logprobs", "unsupported_parameter"),
     ({"logprobs": True, "top_logprobs": 3}, "logprobs", "unsupported_parameter"),
     ({"top_logprobs": 3}, "top_logprobs", "unsupported_parameter"),

@@ -82,7 +82,7 @@ def _cases() -> list[Case]:
                         if rule.action != "rename" or rule.to is None:
                             continue
                         target = compiled.rules.get(rule.to)
-                        value = _sample(rule)
+                        value = _sample(rule.source)
                         if value is None:
                             continue
                         default = target.value if target and target.action == "default" else None

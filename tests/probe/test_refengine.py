@@ -16,6 +16,7 @@ import yaml
 
 from gateway.app.factory import create_app
 from gateway.cli import main
+from gateway.policy.cases import load_cases
 from gateway.policy.engine import Policy, apply_policy
 from gateway.policy.file import PolicyFile
 from gateway.policy.loading import load_policy_file
@@ -441,6 +442,33 @@ def test_probe_command_prints_the_table_and_writes_report_and_policy(
     text = report.read_text()
     assert "| n | **ignored** | — | n 2: one choice came back |" in text
     assert "| image_url part | **ignored** | — | an image_url part beside a text part" in text
+    # Beside the policy, its test cases: the probe's own requests and the verdicts the
+    # written policy gives them; they pass against it and fail where another differs.
+    cases = tmp_path / "engine.cases.yaml"
+    assert f"test cases written to {cases}" in captured.err
+    assert main(["test", str(out), str(cases)]) == 0, capsys.readouterr().out
+    assert " 0 failed" in capsys.readouterr().out
+    written = load_cases(str(cases)).cases
+    assert {c.route for c in written} == {CHAT}
+    by_name = {c.name: c for c in written}
+    refused = by_name[f"{CHAT} temperature=0 (honoured), logprobs=true (ignored)"].expect
+    assert (refused.verdict, refused.param, refused.code) == (
+        "refused",
+        "logprobs",
+        "unsupported_parameter",
+    )
+    assert by_name[f"{CHAT} temperature=1.0 (honoured), n=2 (ignored)"].fanout == 2
+    assert f"{CHAT} temperature=0 (honoured), messages [system, user]" in by_name
+    # The written policy passes seed; the unpatched sampler's policy would not.
+    unpatched = tmp_path / "unpatched.yaml"
+    unpatched.write_text(
+        out.read_text().replace(
+            "      seed:\n        action: pass", "      seed:\n        action: reject", 1
+        )
+    )
+    assert main(["test", str(unpatched), str(cases)]) == 1
+    fails = [line for line in capsys.readouterr().out.splitlines() if line.startswith("FAIL")]
+    assert fails and all("refused on 'seed' with unsupported_parameter" in f for f in fails)
 
 
 @pytest.mark.parametrize(

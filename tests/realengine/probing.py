@@ -1,0 +1,85 @@
+"""``ft-gateway probe`` against a real engine, run as a user runs it, and what it wrote:
+the report (Markdown), the policy, and beside them the engine's name and version (JSON),
+which scripts/real-engines turns into docs/engines.md."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from gateway.app.factory import create_app
+from tests.realengine.engines import MODEL_NAME, Running
+from tests.support.gateways import gateway_settings
+from tests.support.servers import ServerThread
+
+PROBE_TIMEOUT = 1800  # seconds for the whole probe of one engine, on a loaded machine
+
+
+@dataclass(frozen=True)
+class Probed:
+    """What ``ft-gateway probe`` wrote for one engine, and what it printed."""
+
+    engine: str
+    version: str
+    policy: Path
+    report: Path
+    output: str
+    returncode: int
+
+    @property
+    def rules(self) -> dict[str, Any]:
+        loaded: dict[str, Any] = yaml.safe_load(self.policy.read_text())
+        return loaded
+
+    def action(self, route: str, field: str) -> str | None:
+        """The written policy's action on top-level ``field`` of ``route`` (None: no rule)."""
+        rule = self.rules["routes"].get(route, {}).get("fields", {}).get(field)
+        return None if rule is None else str(rule.get("action", "pass"))
+
+    @property
+    def responses_native(self) -> bool:
+        """Whether the probe found the engine serving /v1/responses itself."""
+        return "/v1/responses: served natively" in self.output
+
+
+def probe(served: Running, out_dir: Path) -> Probed:
+    """Probe ``served`` on all routes, writing ``<engine>.report.md``, ``.policy.yaml``,
+    ``.probe.txt`` (what it printed) and ``.json`` (the engine, its version, the model)."""
+    name = served.engine.name
+    policy, report = out_dir / f"{name}.policy.yaml", out_dir / f"{name}.report.md"
+    done = subprocess.run(
+        [
+            sys.executable,
+            *("-m", "gateway", "probe", "--upstream", served.url, "--model", MODEL_NAME),
+            *("--out", str(policy), "--report", str(report), "--timeout", "120"),
+            *("--max-requests", "200"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=PROBE_TIMEOUT,
+        check=False,
+    )
+    output = done.stdout + done.stderr
+    about = {
+        "engine": name,
+        "version": served.engine.version,
+        "model": os.environ.get("FT_REAL_ENGINES_MODEL_NAME", served.engine.model.name),
+        "model_sha256": os.environ.get("FT_REAL_ENGINES_MODEL_SHA256", ""),
+    }
+    (out_dir / f"{name}.json").write_text(json.dumps(about, indent=2) + "\n")
+    (out_dir / f"{name}.probe.txt").write_text(output)
+    return Probed(name, served.engine.version, policy, report, output, done.returncode)
+
+
+def serve_gateway(upstream: str, policy: Path, **overrides: Any) -> ServerThread:
+    """The gateway with ``policy`` in front of ``upstream`` on a thread of its own;
+    ``overrides`` as settings paths with ``__``: ``upstream__responses="native"``."""
+    flags = {tuple(k.split("__")): v for k, v in overrides.items()}
+    return ServerThread(create_app(gateway_settings(upstream, policy=policy, overrides=flags)))
