@@ -172,12 +172,17 @@ async def measure(
     }
 
 
-def settings_for(url: str, *, client: str | None = None) -> Settings:
-    """The default settings against the engine at ``url``, no access log, and none of
-    this environment's FT_GATEWAY_* variables."""
+def settings_for(
+    url: str, *, client: str | None = None, store: dict[str, Any] | None = None
+) -> Settings:
+    """The default settings against the engine at ``url``, no access log, no response
+    store unless ``store`` gives its keys (what is measured is the route, not a file),
+    and none of this environment's FT_GATEWAY_* variables."""
     from gateway.settings import load_settings
 
     overrides: dict[tuple[str, ...], Any] = {("upstream", "url"): url, ("log", "requests"): False}
+    for key, value in (store or {"backend": "none"}).items():
+        overrides[("store", key)] = value
     if client is not None:
         overrides[("upstream", "client")] = client
     environ = {k: v for k, v in os.environ.items() if not k.startswith("FT_GATEWAY_")}

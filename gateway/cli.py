@@ -43,6 +43,11 @@ def _add_serve(sub: Any) -> None:
         "--watch", action="store_true", default=None, help="reload the policy when its file changes"
     )
     p.add_argument(
+        "--store-path",
+        help="the response store's SQLite file (default: $XDG_STATE_HOME/ft-gateway/"
+        "responses.sqlite3)",
+    )
+    p.add_argument(
         "--workers",
         type=int,
         help="worker processes on the one port (default: the CPUs this process may use)",
@@ -128,6 +133,7 @@ def serve(args: argparse.Namespace) -> int:
         ("listen", "port"): args.port,
         ("policy",): args.policy,
         ("watch_policy",): args.watch,
+        ("store", "path"): args.store_path,
         ("log", "format"): args.log_format,
         ("log", "level"): args.log_level,
     }

@@ -277,13 +277,15 @@ class Store(_Section):
     """Where /v1/responses keeps responses for ``previous_response_id`` and GET/DELETE."""
 
     backend: Literal["none", "memory", "sqlite", "redis"] = Field(
-        default="none",
-        description="none (previous_response_id is a 400), memory (one process), sqlite "
-        "(a file, one host), or redis (shared by workers and pods)",
+        default="sqlite",
+        description="sqlite (a file under the state directory: every worker of one host), "
+        "redis (shared by workers and pods), memory (one process), or none "
+        "(previous_response_id is a 400)",
     )
-    path: Path = Field(
-        default=Path("responses.sqlite3"),
-        description="sqlite: the file (in a config file: relative to that file)",
+    path: Path | None = Field(
+        default=None,
+        description="sqlite: the file (unset: responses.sqlite3 in $XDG_STATE_HOME/ft-gateway, "
+        "else ~/.local/state/ft-gateway)",
     )
     url: str = Field(
         default="redis://127.0.0.1:6379/0", pattern=r"^rediss?://", description="redis: server"

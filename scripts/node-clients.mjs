@@ -1,5 +1,6 @@
 // Run by scripts/node-clients: each client's call through the gateway, checked, one
 // line each; exits 1 if any fails. GATEWAY_URL is the gateway's base URL.
+import { writeFileSync } from "node:fs";
 import OpenAI from "openai";
 import { generateText, streamText } from "ai";
 import { createOpenAI } from "@ai-sdk/openai";
@@ -81,6 +82,43 @@ await check("ai streamText(openai(model))", async () => {
   const usage = await result.usage;
   must(chunks > 0 && text.length > 0, "streamed text");
   return `${chunks} text chunks, ${usage.outputTokens} tokens`;
+});
+
+await check("openai-node two turns with previous_response_id", async () => {
+  const one = await client.responses.create({ model, input: prompt, max_output_tokens: 32 });
+  const two = await client.responses.create({
+    model,
+    input: "Why that name?",
+    previous_response_id: one.id,
+    max_output_tokens: 32,
+  });
+  must(two.previous_response_id === one.id && two.output_text.length > 0, "a second turn");
+  return `${one.id.slice(0, 12)}... then ${two.id.slice(0, 12)}...`;
+});
+
+// The AI SDK's default provider treats store as true: on the second turn it sends the
+// first answer back as {"type": "item_reference", "id": "msg_..."}, which the gateway
+// resolves from its store (the default SQLite one: no setting needed).
+await check("ai generateText two turns (item_reference)", async () => {
+  const messages = [{ role: "user", content: prompt }];
+  const first = await generateText({ model: openai(model), messages, maxOutputTokens: 32 });
+  messages.push(...first.response.messages, { role: "user", content: "Why that name?" });
+  let sent;
+  const recorded = createOpenAI({
+    baseURL,
+    apiKey: "sk-node",
+    fetch: async (url, init) => {
+      sent = JSON.parse(init.body);
+      return fetch(url, init);
+    },
+  });
+  const second = await generateText({ model: recorded(model), messages, maxOutputTokens: 32 });
+  // The body as the SDK sent it: tests/fixtures/clients/ai-sdk-openai-*.json records it.
+  writeFileSync("ai-sdk-second-turn.json", JSON.stringify(sent, null, 2));
+  const references = sent.input.filter((item) => item.type === "item_reference");
+  must(references.length > 0, "the first answer sent back as an item_reference");
+  must(second.text.length > 0, "a second answer");
+  return `${references.length} item_reference, ${JSON.stringify(second.text.slice(0, 40))}`;
 });
 
 process.exit(failed ? 1 : 0);

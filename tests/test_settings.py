@@ -105,6 +105,21 @@ def test_a_bad_variable_is_blamed_not_the_file(tmp_path: Path, environ: dict[str
     assert all(p.file == "environment" for p in info.value.problems), str(info.value)
 
 
+def test_the_response_store_is_sqlite_by_default_and_its_path_follows_file_flag_env(
+    tmp_path: Path,
+) -> None:
+    store = load_settings(ROOT / "config.yaml", environ={}).store
+    assert (store.backend, store.path) == ("sqlite", None)  # the state directory's file
+    config = tmp_path / "sub" / "gw.yaml"
+    config.parent.mkdir()
+    config.write_text("store: {path: r.db}\n")
+    assert load_settings(config, environ={}).store.path == tmp_path / "sub" / "r.db"
+    flag = load_settings(config, overrides={("store", "path"): "flag.db"}, environ={})
+    assert flag.store.path == Path("flag.db")  # as given, like every flag
+    env = load_settings(config, environ={"FT_GATEWAY_STORE__PATH": "/srv/env.db"})
+    assert env.store.path == Path("/srv/env.db")
+
+
 @pytest.mark.parametrize(
     ("text", "expected"),
     [

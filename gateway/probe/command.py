@@ -14,6 +14,7 @@ from gateway.policy.engine import Policy
 from gateway.policy.loading import parse_policy_text
 from gateway.probe.cases import cases_path, probe_cases
 from gateway.probe.client import EngineClient
+from gateway.probe.clients import judge_clients, report_lines
 from gateway.probe.context import ProbeError
 from gateway.probe.progress import Progress
 from gateway.probe.report import render_markdown, render_table
@@ -119,6 +120,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     progress.close()
     print(render_table(result))
+    if result.responses is not None:
+        judged = Policy(parse_policy_text(render_policy(result), file="<written policy>"))
+        print("\n".join(report_lines(judge_clients(judged))))
     if args.report is not None:
         args.report.write_text(render_markdown(result), encoding="utf-8")
         print(f"report written to {args.report}", file=sys.stderr)

@@ -52,8 +52,20 @@ _FOLLOWS = {
 }
 _REFUSED: dict[str, Rule] = {
     "tool_choice": {"action": "reject", "type": ["string", "object"], "neutral": ["none", "auto"]},
-    "parallel_tool_calls": {"action": "reject", "type": "boolean", "neutral": [True]},
-    "reasoning": {"action": "reject", "type": "object", "neutral": [{}]},
+    # false: the gateway keeps the first tool call (docs/responses.md).
+    "parallel_tool_calls": {"action": "pass", "type": "boolean"},
+    "reasoning": {
+        "action": "pass",
+        "type": "object",
+        "fields": {
+            "effort": {"action": "reject", "type": "string"},
+            "summary": {
+                "action": "pass",
+                "type": "string",
+                "enum": ["auto", "concise", "detailed"],
+            },
+        },
+    },
     "top_logprobs": {
         "action": "reject",
         "type": "integer",
@@ -61,14 +73,35 @@ _REFUSED: dict[str, Rule] = {
         "maximum": 20,
         "neutral": [0],
     },
-    "include": {"action": "reject", "type": "array", "neutral": [[]]},
+    "include": {
+        "action": "pass",
+        "type": "array",
+        "items": {"type": "string", "enum": ["reasoning.encrypted_content"]},
+    },
     "truncation": {"action": "reject", "type": "string", "neutral": ["disabled"]},
     "max_tool_calls": {"action": "reject", "type": "integer"},
     "background": {"action": "reject", "type": "boolean", "neutral": [False]},
     "conversation": {"action": "reject", "type": ["string", "object"]},
     "prompt": {"action": "reject", "type": "object"},
 }
-_BOOKKEEPING = ("metadata", "user", "safety_identifier", "prompt_cache_key", "service_tier")
+# In native mode the engine's own route reads these: refused unless neutral, as before
+# the gateway learnt to translate them (a native engine's handling is not probed).
+_NATIVE: dict[str, Rule] = {
+    "parallel_tool_calls": {"action": "reject", "type": "boolean", "neutral": [True]},
+    "reasoning": {"action": "reject", "type": "object", "neutral": [{}]},
+    "include": {"action": "reject", "type": "array", "neutral": [[]]},
+}
+_BOOKKEEPING = (
+    "metadata",
+    "client_metadata",
+    "user",
+    "safety_identifier",
+    "prompt_cache_key",
+    "prompt_cache_retention",
+    "service_tier",
+)
+# Hints clients send by default: accepted, not sent to the engine, counted.
+_HINTS = ("prompt_cache_options", "access_programs")
 
 
 @dataclass
@@ -223,11 +256,26 @@ def _text_rule(honoured: bool) -> Rule:
     }
 
 
-def _input_rule() -> Rule:
-    text_part = {"fields": {"text": {"action": "pass", "type": "string", "required": True}}}
+def _input_rule(*, native: bool = False) -> Rule:
+    text_part = {
+        "fields": {
+            "text": {"action": "pass", "type": "string", "required": True},
+            "prompt_cache_breakpoint": {"action": "strip", "type": "object"},
+        }
+    }
     item = {
         "type": {"action": "pass", "type": "string"},
         "id": {"action": "pass", "type": "string"},
+    }
+
+    # An earlier answer sent back (the Agents SDK's to_input_list(), Copilot Chat):
+    # its status, and its parts' annotations (empty here) and logprobs.
+    answer_part = {
+        "fields": {
+            **text_part["fields"],
+            "annotations": {"action": "reject", "type": "array", "neutral": [[]]},
+            "logprobs": {"action": "strip"},
+        }
     }
 
     def role(part: str) -> Rule:
@@ -235,9 +283,13 @@ def _input_rule() -> Rule:
             "action": "pass",
             "type": ["string", "array"],
             "required": True,
-            "select": {"key": "type", "rules": {part: text_part}},
+            "select": {
+                "key": "type",
+                "rules": {part: answer_part if part == "output_text" else text_part},
+            },
         }
-        return {"fields": {**item, "content": content}}
+        status = {"action": "pass", "type": "string"}
+        return {"fields": {**item, "status": status, "content": content}}
 
     return {
         "action": "pass",
@@ -256,10 +308,33 @@ def _input_rule() -> Rule:
                             "assistant": role("output_text"),
                         },
                     }
-                }
+                },
+                # Replayed reasoning: left out of the chat request (chat engines take none
+                # back); an item_reference: resolved from the gateway's store.
+                **({} if native else _TRANSLATED_ITEMS),
             },
         },
     }
+
+
+_TRANSLATED_ITEMS: dict[str, Rule] = {
+    "reasoning": {
+        "fields": {
+            "type": {"action": "pass", "type": "string"},
+            "id": {"action": "pass", "type": "string"},
+            "status": {"action": "pass", "type": "string"},
+            "summary": {"action": "pass", "type": "array"},
+            "content": {"action": "pass", "type": "array"},
+            "encrypted_content": {"action": "pass", "type": "string"},
+        }
+    },
+    "item_reference": {
+        "fields": {
+            "type": {"action": "pass", "type": "string"},
+            "id": {"action": "pass", "type": "string", "required": True},
+        }
+    },
+}
 
 
 def route_lines(found: ResponsesProbe, chat: Any, day: str) -> list[str]:
@@ -276,7 +351,7 @@ def route_lines(found: ResponsesProbe, chat: Any, day: str) -> list[str]:
     lines += entry_lines("model", {"action": "pass", "type": "string", "required": True}, indent)
     lines += entry_lines("instructions", {"action": "pass", "type": "string"}, indent)
     lines += comment("Messages with text parts; other items and parts are refused.", indent)
-    lines += entry_lines("input", _input_rule(), indent)
+    lines += entry_lines("input", _input_rule(native=found.native), indent)
     for name, chat_name in _FOLLOWS.items():
         spec = dict(PROBED[CHAT].get(chat_name, {"type": "integer", "minimum": 1}))
         native = found.verdict(name)
@@ -299,7 +374,7 @@ def route_lines(found: ResponsesProbe, chat: Any, day: str) -> list[str]:
     lines += comment("Tool calling is not probed: refused until verified.", indent)
     lines += entry_lines("tools", {"action": "reject", "type": "array", "neutral": [[]]}, indent)
     for name, rule in _REFUSED.items():
-        lines += entry_lines(name, rule, indent)
+        lines += entry_lines(name, _NATIVE.get(name, rule) if found.native else rule, indent)
     chained = found.verdict("previous_response_id")
     if found.native and chained is not None and chained.outcome != HONOURED:
         lines += comment(f"previous_response_id: {verdict_line(chained)}", indent)
@@ -312,6 +387,8 @@ def route_lines(found: ResponsesProbe, chat: Any, day: str) -> list[str]:
     lines += entry_lines("store", {"action": "pass", "type": "boolean"}, indent)
     for name in _BOOKKEEPING:
         lines += entry_lines(name, {"action": "pass" if not found.native else "strip"}, indent)
+    for name in _HINTS:
+        lines += entry_lines(name, {"action": "strip", "type": "object"}, indent)
     lines.append("")
     return lines
 

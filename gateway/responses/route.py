@@ -21,6 +21,8 @@ from gateway.errors import GatewayError, InvalidRequest, StoreUnavailable, Upstr
 from gateway.limits.meter import Usage, usage_of
 from gateway.proxy.call import Call
 from gateway.proxy.route import Prepared, Route
+from gateway.responses.onecall import OneCallTranslator, first_call_only, wants_one_call
+from gateway.responses.references import item_ids, resolve_references
 from gateway.responses.roles import instructions_role
 from gateway.responses.shape import output_of, response_object
 from gateway.responses.shape import usage_of as responses_usage
@@ -49,6 +51,7 @@ class Plan:
     items: list[dict[str, Any]]
     history: list[dict[str, Any]] = field(default_factory=list)
     created_at: int = field(default_factory=lambda: int(time.time()))
+    ids: Callable[[str], str] = new_id  # its items' ids (references.item_ids)
 
 
 def _authorization(headers: Headers) -> bytes | None:
@@ -91,11 +94,12 @@ class TranslatedStream:
     ) -> None:
         self.keep = keep  # stores the finished response (the route's ``keep``)
         self.plan = plan
-        self.translator = StreamTranslator(
+        one_call = wants_one_call(plan.request)
+        self.translator = (OneCallTranslator if one_call else StreamTranslator)(
             plan.response_id,
             plan.request,
             created_at=plan.created_at,
-            new_id=new_id,
+            new_id=plan.ids,
             stored=plan.store,
         )
         self.ended = False
@@ -146,7 +150,10 @@ class TranslatedResponses(Route):
         owner = owner_of(record.client, _authorization(headers)) if self.store else ""
         previous = approved.get("previous_response_id")
         history = [] if previous is None else await read_history(self.store, previous, owner)
-        items = input_items(approved.get("input"), ids=store)
+        response_id = new_id("resp")
+        ids = item_ids(response_id)
+        items = input_items(approved.get("input"), ids=store, make_id=ids)
+        items = await resolve_references(self.store, items, owner)
         role = instructions_role(self.state.policy, call.profile)
         chat = to_chat(approved, [*history, *items], first=len(history), instructions_role=role)
         if not chat["messages"]:
@@ -164,12 +171,13 @@ class TranslatedResponses(Route):
         # Echoed as the client sent them, even where the policy kept them from the engine.
         echo = {k: body[k] for k in GATEWAY_ONLY if k in body} | approved
         call.plan = Plan(
-            response_id=new_id("resp"),
+            response_id=response_id,
             request=echo,
             owner=owner,
             store=store,
             items=items,
             history=history,
+            ids=ids,
         )
         sent = orjson.dumps(chat)
         # The limiter reserves by what the engine reads: the whole conversation.
@@ -186,7 +194,9 @@ class TranslatedResponses(Route):
         if not isinstance(answer, dict):
             raise UpstreamProtocolError("The engine's answer is not a JSON object.")
         plan: Plan = call.plan
-        output, status, incomplete = output_of(answer, new_id)
+        if wants_one_call(plan.request):
+            answer = first_call_only(answer)
+        output, status, incomplete = output_of(answer, plan.ids)
         response = response_object(
             plan.response_id,
             plan.request,

@@ -136,7 +136,8 @@ def response_object(
         "prompt_cache_key": request.get("prompt_cache_key"),
         "reasoning": {"effort": reasoning.get("effort"), "summary": reasoning.get("summary")},
         "safety_identifier": request.get("safety_identifier"),
-        "service_tier": request.get("service_tier") or "default",
+        # One tier here, whatever was asked: the answer says which one served it.
+        "service_tier": "default",
         "store": stored,
         "temperature": request.get("temperature"),
         "text": {
@@ -150,7 +151,7 @@ def response_object(
         "truncation": request.get("truncation") or "disabled",
         "usage": usage if done else None,
         "user": request.get("user"),
-    }
+    } | ({"client_metadata": request["client_metadata"]} if "client_metadata" in request else {})
 
 
 def output_of(chat: dict[str, Any], new_id: Any) -> tuple[list[dict[str, Any]], str, str | None]:

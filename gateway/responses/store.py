@@ -2,28 +2,24 @@
 
 A stored response is one JSON record: its owner (who may read it), the
 ``response`` object, this request's input items, and the items of the
-conversation before it. Backends, chosen by ``store.backend``: memory (one
-process), sqlite (a file: every worker of one host), redis (redisstore.py:
-every worker and pod). Each keeps records ``store.ttl`` seconds. A record is
-visible only to its owner; to anyone else it does not exist (404, as OpenAI
-answers for an unknown id). Backend failures are StoreUnavailable.
+conversation before it. Backends, chosen by ``store.backend``: sqlite (the
+default; sqlitestore.py: a file, every worker of one host), redis
+(redisstore.py: every worker and pod), memory (one process). Each keeps
+records ``store.ttl`` seconds. A record is visible only to its owner; to anyone
+else it does not exist (404, as OpenAI answers for an unknown id). Backend
+failures are StoreUnavailable.
 """
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
 import importlib
-import sqlite3
-import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Protocol
 
 import orjson
 
-from gateway.errors import StoreUnavailable
 from gateway.settings import Store
 
 
@@ -118,70 +114,16 @@ class MemoryStore:
         self._records.clear()
 
 
-_SCHEMA = (
-    "CREATE TABLE IF NOT EXISTS responses "
-    "(id TEXT PRIMARY KEY, owner TEXT NOT NULL, expires REAL NOT NULL, data BLOB NOT NULL)"
-)
-
-
-class SqliteStore:
-    """A SQLite file (WAL mode, so every worker of one host shares it); its calls run
-    on a thread, off the event loop."""
-
-    def __init__(self, path: Path, ttl: float) -> None:
-        self.ttl = ttl
-        self._lock = threading.Lock()
-        self._db = sqlite3.connect(path, check_same_thread=False, timeout=5.0)
-        self._db.execute("PRAGMA journal_mode=WAL")
-        self._db.execute(_SCHEMA)
-        self._db.commit()
-
-    async def _run(self, sql: str, args: tuple[Any, ...]) -> list[Any]:
-        def run() -> list[Any]:
-            with self._lock:
-                rows = self._db.execute(sql, args).fetchall()
-                self._db.commit()
-                return rows
-
-        try:
-            return await asyncio.to_thread(run)
-        except sqlite3.Error as exc:
-            raise StoreUnavailable(f"The response store failed ({exc}).") from exc
-
-    async def put(self, record: StoredResponse) -> None:
-        now = time.time()
-        await self._run("DELETE FROM responses WHERE expires <= ?", (now,))
-        await self._run(
-            "INSERT OR REPLACE INTO responses (id, owner, expires, data) VALUES (?, ?, ?, ?)",
-            (record.response["id"], record.owner, now + self.ttl, record.dumps()),
-        )
-
-    async def get(self, response_id: str, owner: str) -> StoredResponse | None:
-        rows = await self._run(
-            "SELECT data FROM responses WHERE id = ? AND owner = ? AND expires > ?",
-            (response_id, owner, time.time()),
-        )
-        return visible(rows[0][0], owner) if rows else None
-
-    async def delete(self, response_id: str, owner: str) -> bool:
-        rows = await self._run(
-            "DELETE FROM responses WHERE id = ? AND owner = ? AND expires > ? RETURNING id",
-            (response_id, owner, time.time()),
-        )
-        return bool(rows)
-
-    async def aclose(self) -> None:
-        with self._lock:
-            self._db.close()
-
-
 def make_store(settings: Store) -> ResponseStore | None:
     """The backend ``store.backend`` names (None for none); Redis's module is imported
     only when chosen."""
     if settings.backend == "memory":
         return MemoryStore(settings.ttl)
     if settings.backend == "sqlite":
-        return SqliteStore(settings.path, settings.ttl)
+        sqlite: ResponseStore = importlib.import_module(
+            "gateway.responses.sqlitestore"
+        ).SqliteStore(settings.path, settings.ttl)
+        return sqlite
     if settings.backend == "redis":
         module = importlib.import_module("gateway.responses.redisstore")
         store: ResponseStore = module.RedisStore(

@@ -13,26 +13,40 @@ from __future__ import annotations
 
 import os
 import random
+from collections.abc import Callable
 from typing import Any
 
 from gateway.errors import InvalidRequest
 
-# Kept by the gateway and echoed in the answer; never sent to the engine.
+# Kept by the gateway and echoed in the answer; never sent to the engine. The cache
+# hints and Codex's access_programs ask nothing an engine's automatic prefix cache or
+# this gateway could act on; parallel_tool_calls is enforced here (onecall.py).
 GATEWAY_ONLY = frozenset(
     {
         "store",
         "previous_response_id",
         "metadata",
+        "client_metadata",
         "user",
         "safety_identifier",
         "prompt_cache_key",
         "prompt_cache_retention",
+        "prompt_cache_options",
+        "access_programs",
         "service_tier",
         "stream_options",
         "truncation",
         "include",
+        "parallel_tool_calls",
     }
 )
+# include entries the gateway can honour: reasoning items come back without a blob
+# (see docs/responses.md: the engine's template drops earlier reasoning, so there is
+# nothing to carry), which is what a client that asks must be ready for.
+INCLUDABLE = frozenset({"reasoning.encrypted_content"})
+# reasoning.summary values accepted: the reasoning item carries the engine's whole
+# reasoning text (content), and its summary list stays empty.
+_SUMMARIES = frozenset({"auto", "concise", "detailed"})
 # Responses features with no chat-completions equivalent: refused unless neutral.
 _NO_CHAT = {
     "background": (False,),
@@ -40,10 +54,8 @@ _NO_CHAT = {
     "prompt": (),
     "max_tool_calls": (),
     "context_management": ([],),
-    "prompt_cache_options": (),
     "moderation": (),
     "image": (),
-    "access_programs": (),
 }
 _PART_TYPES = {"input_text": "text", "output_text": "text"}
 
@@ -64,15 +76,17 @@ def _refuse(param: str, why: str, *, code: str = "unsupported_parameter") -> Inv
     return InvalidRequest(f"Unsupported parameter: '{param}' {why}", param=param, code=code)
 
 
-def input_items(value: Any, *, ids: bool = True) -> list[dict[str, Any]]:
+def input_items(
+    value: Any, *, ids: bool = True, make_id: Callable[[str], str] = new_id
+) -> list[dict[str, Any]]:
     """The request's ``input`` as items, each with ``type`` and (``ids``: for the store,
-    as ``input_items`` lists them) an ``id``: a string is one user message with one
-    input_text part."""
+    as ``input_items`` lists them) an ``id`` from ``make_id``: a string is one user
+    message with one input_text part."""
     if isinstance(value, str):
         item: dict[str, Any] = {"type": "message", "role": "user", "content": value}
         if ids:
             item["content"] = [{"type": "input_text", "text": value}]
-            item["id"] = new_id("msg")
+            item["id"] = make_id("msg")
         return [item]
     if value is None:
         return []
@@ -96,7 +110,7 @@ def input_items(value: Any, *, ids: bool = True) -> list[dict[str, Any]]:
             items.append(out)
             continue
         if "id" not in out:
-            out["id"] = new_id("fc" if kind == "function_call" else "msg")
+            out["id"] = make_id("fc" if kind == "function_call" else "msg")
         if kind == "message":
             content = out.get("content")
             if isinstance(content, str):
@@ -251,6 +265,8 @@ def _reasoning(reasoning: dict[str, Any], chat: dict[str, Any]) -> None:
             continue
         if key == "effort":
             chat["reasoning_effort"] = value
+        elif key == "summary" and value in _SUMMARIES:
+            continue
         else:
             raise _refuse(f"reasoning.{key}", "has no chat-completions equivalent for this engine.")
 
@@ -307,7 +323,8 @@ def to_chat(
         else:
             chat[name] = value
     for index, entry in enumerate(body.get("include") or ()):
-        raise _refuse(f"include[{index}]", f"cannot be produced by this gateway ('{entry}').")
+        if entry not in INCLUDABLE:
+            raise _refuse(f"include[{index}]", f"cannot be produced by this gateway ('{entry}').")
     if body.get("truncation") not in (None, "disabled"):
         raise _refuse("truncation", "'auto' is not supported: the gateway never truncates input.")
     messages.extend(to_messages(items, first=first))

@@ -109,6 +109,14 @@ def test_a_native_engine_is_judged_on_its_own_route() -> None:
     policy = Policy(parse_policy_text(text))
     body = {"model": "m", "input": "x", "text": {"format": {"type": "json_object"}}}
     assert apply_policy(policy, RESPONSES, body).error is None
+    # What the gateway translates for a chat engine is the native engine's to honour,
+    # and not probed there: refused.
+    for extra in (
+        {"include": ["reasoning.encrypted_content"]},
+        {"input": [{"type": "item_reference", "id": "msg_1"}]},
+        {"parallel_tool_calls": False},
+    ):
+        assert apply_policy(policy, RESPONSES, {"model": "m", "input": "x", **extra}).error
     assert "served natively" in render_table(result)
 
 

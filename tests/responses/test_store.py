@@ -16,7 +16,8 @@ import pytest
 from gateway.access.keys import hash_key
 from gateway.app.factory import create_app
 from gateway.responses.redisstore import RedisStore
-from gateway.responses.store import MemoryStore, ResponseStore, SqliteStore, StoredResponse
+from gateway.responses.sqlitestore import SqliteStore
+from gateway.responses.store import MemoryStore, ResponseStore, StoredResponse
 from tests.support.bodies import MODEL, completion
 from tests.support.gateways import MockEngine, asgi_client
 from tests.support.redisserver import RedisServer

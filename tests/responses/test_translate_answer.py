@@ -69,7 +69,7 @@ async def test_string_input_becomes_one_user_message(engine: MockEngine) -> None
         "output_tokens_details": {"reasoning_tokens": 0},
         "total_tokens": 2,
     }
-    assert body["store"] is False  # no store configured
+    assert body["store"] is True  # kept by the default store (SQLite in the state directory)
     assert body["tools"] == [] and body["tool_choice"] == "auto"
     assert body["text"] == {"format": {"type": "text"}, "verbosity": "medium"}
 
@@ -130,9 +130,9 @@ async def test_length_cut_is_incomplete(engine: MockEngine) -> None:
         ({"background": True}, "background", "unsupported_parameter"),
         ({"conversation": "conv_1"}, "conversation", "unsupported_parameter"),
         ({"prompt": {"id": "pmpt_1"}}, "prompt", "unsupported_parameter"),
-        ({"include": ["reasoning.encrypted_content"]}, "include", "unsupported_value"),
+        ({"include": ["message.output_text.logprobs"]}, "include[0]", "invalid_value"),
         ({"tools": [], "tool_choice": "required"}, "tool_choice", "unsupported_value"),
-        ({"reasoning": {"effort": "low"}}, "reasoning", "unsupported_value"),
+        ({"reasoning": {"effort": "low"}}, "reasoning.effort", "unsupported_parameter"),
         ({"truncation": "auto"}, "truncation", "unsupported_value"),
         ({"wizard": 1}, "wizard", "unknown_parameter"),
         (
@@ -146,7 +146,7 @@ async def test_length_cut_is_incomplete(engine: MockEngine) -> None:
             "input[0].type",
             "unsupported_value",
         ),
-        ({"previous_response_id": "resp_1"}, "previous_response_id", "unsupported_parameter"),
+        ({"previous_response_id": "resp_1"}, "previous_response_id", "previous_response_not_found"),
     ],
 )
 async def test_refused_fields_name_the_path_and_never_reach_the_engine(

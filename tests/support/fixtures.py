@@ -28,6 +28,16 @@ def anyio_backend() -> str:
     return "asyncio"
 
 
+@pytest.fixture(autouse=True)
+def state_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A state directory of the test's own (``$XDG_STATE_HOME``): the default response store
+    (SQLite) of every gateway the test starts, in process or not, is made there, never in
+    the home directory, and no test sees another's conversations."""
+    home = str(tmp_path_factory.mktemp("state"))
+    monkeypatch.setenv("XDG_STATE_HOME", home)
+    return home
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     """``upstream_client``: each UpstreamClient implementation by its ``upstream.client``
     name, so that tests which talk to a real loopback engine run over every one."""
