@@ -121,21 +121,30 @@ def _time(fn: Callable[[int], Any]) -> float:
     return float(do_bench(call, warmup=25, rep=200, return_mode="median")) * 1e3
 
 
-def _time_graph(fn: Callable[[], Any]) -> float:
-    """Graph: median us of replaying one captured call of fn; NaN if fn cannot be captured."""
-    for _ in range(3):  # compile, and let the allocator settle, before capture
-        fn()
+def _captured(run: Callable[[], Any], warmups: int) -> Any:
+    """A CUDA graph of run(), replayed once; None (said on stdout) if run cannot be captured.
+    The warm-up calls compile, and let the allocator settle, before capture."""
+    for _ in range(warmups):
+        run()
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     try:
         with torch.cuda.graph(graph):
-            fn()
+            run()
     except Exception as exc:  # report and carry on: the table shows n/a
         print(f"  (not capturable: {type(exc).__name__}: {str(exc)[:80]})")
         torch.cuda.synchronize()
-        return math.nan
+        return None
     graph.replay()
     torch.cuda.synchronize()
+    return graph
+
+
+def _time_graph(fn: Callable[[], Any]) -> float:
+    """Graph: median us of replaying one captured call of fn; NaN if fn cannot be captured."""
+    graph = _captured(fn, warmups=3)
+    if graph is None:
+        return math.nan
     us = float(do_bench(graph.replay, warmup=25, rep=200, return_mode="median")) * 1e3
     del graph
     return us
@@ -148,20 +157,14 @@ def _event() -> Any:
 
 def _time_rotating(fn: Callable[[int], Any], copies: int) -> float:
     """Rot: median us per call of a graph of fn(0) ... fn(copies - 1), back to back."""
-    for i in range(copies):
-        fn(i)
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    try:
-        with torch.cuda.graph(graph):
-            for i in range(copies):
-                fn(i)
-    except Exception as exc:  # report and carry on: the table shows n/a
-        print(f"  (not capturable: {type(exc).__name__}: {str(exc)[:80]})")
-        torch.cuda.synchronize()
+
+    def all_copies() -> None:
+        for i in range(copies):
+            fn(i)
+
+    graph = _captured(all_copies, warmups=1)
+    if graph is None:
         return math.nan
-    graph.replay()
-    torch.cuda.synchronize()
     times = []
     for _ in range(15):
         start, end = _event(), _event()

@@ -83,6 +83,12 @@ class Upstream(_Section):
         "pass a health check",
     )
     health_path: str = Field(default="/v1/models", pattern=r"^/")
+    identity: str | None = Field(
+        default=None,
+        description="what serves the requests, for system_fingerprint: the engine's build, "
+        "model and flags (e.g. 'ft-serve 0bca88f Qwen3.8-Flash-Next-NVFP4 tp2'); change it "
+        "when they change. Default: the engine URL(s)",
+    )
     api_key_env: str | None = Field(
         default=None,
         description="name of the environment variable that holds the engine's API key "

@@ -11,6 +11,7 @@ from gateway.limits.limiter import Limiter
 from gateway.observe.capture import BodyCapture
 from gateway.observe.exchange import NullObserver, Observer, Tracer
 from gateway.policy.engine import Policy
+from gateway.policy.fingerprint import Fingerprints
 from gateway.routing.hint import Hinter
 from gateway.settings import Settings
 from gateway.upstream.engines import Engines
@@ -34,3 +35,14 @@ class GatewayState:
     hinter: Hinter | None = None  # None: no routing hints (least in flight, no priorities)
     limiter: Limiter | None = None  # None: no rate limits configured
     capture: BodyCapture | None = None  # None: request bodies are not captured (the default)
+    # system_fingerprint for engines that send none (policy/fingerprint.py).
+    fingerprints: Fingerprints = field(init=False)
+
+    def __post_init__(self) -> None:
+        upstream = self.settings.upstream
+        engine = upstream.identity or ",".join(upstream.urls or [upstream.url])
+        self.fingerprints = Fingerprints(engine=engine)
+
+    def fingerprint(self, route: str | None) -> bytes | None:
+        """The system_fingerprint of ``route``'s answers under the current policy."""
+        return None if route is None else self.fingerprints.of(self.policy, route)

@@ -6,14 +6,17 @@ samples them all in ONE ``sampler.sample()`` call, with per-row (seed, step):
 seed = the request's seed, or ``sampler.random_seed()`` drawn at admission;
 step = the number of tokens that row has generated so far.
 
-``unpatched_sampler`` mimics ft serve before its sampler patch (issue #693): the
-request's seed is ignored and the noise of the whole batch comes from one shared
-numpy Generator, so a seeded replay differs whenever the batch around it differs.
+``seed_mode`` and ``batch_variant_logits`` reproduce engines that break that
+contract (modes.py): ``unpatched`` mimics ft serve before its sampler patch (issue
+#693): the request's seed is ignored and the noise of the whole batch comes from one
+shared numpy Generator, so a seeded replay differs whenever the batch around it
+differs; ``per-batch`` keys one stream for the batch by its first seeded row.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 from collections import Counter, deque
 from collections.abc import Callable
@@ -24,6 +27,7 @@ import numpy.typing as npt
 
 import sampler
 from refengine.model import TrigramModel
+from refengine.modes import PER_BATCH, PER_ROW, SEED_MODES, UNPATCHED, batch_seeds, batch_variance
 from refengine.params import SamplingParams
 from refengine.penalties import apply_penalties
 from refengine.stops import StopScanner
@@ -31,6 +35,10 @@ from refengine.stops import StopScanner
 # With thinking on, the model writes this many tokens between <think> and </think>.
 THINK_TOKENS = 8
 _INT64_MIN, _INT64_MAX = -(2**63), 2**63 - 1
+
+
+def _has_waiting(count: int, stats: EngineStats) -> bool:
+    return stats.waiting >= count
 
 
 @dataclass
@@ -102,14 +110,23 @@ class Engine:
         *,
         max_batch: int = 32,
         unpatched_sampler: bool = False,
+        seed_mode: str = PER_ROW,
+        batch_variant_logits: bool = False,
         step_delay_s: float = 0.0,
     ) -> None:
         if max_batch < 1:
             raise ValueError("max_batch must be >= 1")
+        if seed_mode not in SEED_MODES:
+            raise ValueError(f"seed_mode must be one of {', '.join(SEED_MODES)}")
+        if unpatched_sampler:
+            if seed_mode not in (PER_ROW, UNPATCHED):
+                raise ValueError("unpatched_sampler and seed_mode are exclusive")
+            seed_mode = UNPATCHED
         self.model = model
         self.tokenizer = model.tokenizer
         self.max_batch = max_batch
-        self.unpatched_sampler = unpatched_sampler
+        self.seed_mode = seed_mode
+        self.batch_variant_logits = batch_variant_logits
         self.step_delay_s = step_delay_s
         self.stats = EngineStats()
         self._waiting: deque[Row] = deque()
@@ -119,6 +136,8 @@ class Engine:
         self._resumed = asyncio.Event()
         self._resumed.set()
         self._shared_rng = np.random.default_rng()  # the unpatched path's one generator
+        self._groups: deque[int] = deque()
+        self.loop: asyncio.AbstractEventLoop | None = None  # run()'s, for other threads
 
     # -- called by request handlers -------------------------------------------------
 
@@ -160,6 +179,15 @@ class Engine:
         self._resumed.set()
         self._update_counts()
 
+    def gather(self, *groups: int) -> None:
+        """Admit the next requests in groups: hold the batch (no step) until each group has
+        arrived in full, admit it and step once, then hold for the next. Requests sent a
+        group at a time then share steps, in group order, whatever the timing."""
+        if any(size < 1 for size in groups):
+            raise ValueError("a group has at least one request")
+        self._groups.extend(groups)
+        self._update_counts()
+
     async def wait_until(self, predicate: Callable[[EngineStats], bool]) -> None:
         """Return once ``predicate(stats)`` holds (checked after every change)."""
         if predicate(self.stats):
@@ -175,8 +203,12 @@ class Engine:
 
     async def run(self) -> None:
         """Step the batch forever (cancel the task to stop)."""
+        self.loop = asyncio.get_running_loop()
         while True:
             await self._resumed.wait()
+            if self._groups:
+                await self.wait_until(functools.partial(_has_waiting, self._groups[0]))
+                self._groups.popleft()
             self._admit()
             if not self._active:
                 await self.wait_until(lambda s: s.waiting > 0)
@@ -192,20 +224,26 @@ class Engine:
         logits = self.model.logits(
             [(r.prompt + r.generated)[-2:] for r in rows], [r.cache for r in rows]
         )
+        if self.batch_variant_logits:
+            batch_variance(logits)
         for i, row in enumerate(rows):
             apply_penalties(logits[i], row.params, prompt=row.prompt, generated=row.generated)
             if row.thinking:
                 self._steer_thinking(logits[i], len(row.generated))
-        if self.unpatched_sampler:
+        steps = [len(r.generated) for r in rows]
+        if self.seed_mode == UNPATCHED:
             seeds = self._shared_rng.integers(
                 _INT64_MIN, _INT64_MAX, size=len(rows), dtype=np.int64, endpoint=True
             )
+        elif self.seed_mode == PER_BATCH:
+            keyed, steps = batch_seeds([r.params.seed for r in rows], steps, rows[0].seed or 0)
+            seeds = np.array(keyed, dtype=np.int64)
         else:
             seeds = np.array([r.seed for r in rows], dtype=np.int64)
         tokens = sampler.sample(
             logits,
             seeds=seeds,
-            steps=[len(r.generated) for r in rows],
+            steps=steps,
             temperature=[r.params.temperature for r in rows],
             top_k=[r.params.top_k if 0 < r.params.top_k < vocab else 0 for r in rows],
             top_p=[r.params.top_p for r in rows],

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import uvicorn
 
+from refengine.modes import PER_BATCH, PER_ROW, UNPATCHED
 from refengine.server import DEFAULT_MODEL_NAME, create_app
 from refengine.vectors import NOOPS
 
@@ -27,10 +28,31 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--model", default=DEFAULT_MODEL_NAME, help="the served model name")
-    parser.add_argument(
+    modes = parser.add_argument_group(
+        "engines that break the seed contract (see refengine/modes.py and docs/sampling.md)"
+    )
+    seed = modes.add_mutually_exclusive_group()
+    seed.add_argument(
         "--unpatched-sampler",
-        action="store_true",
+        action="store_const",
+        dest="seed_mode",
+        const=UNPATCHED,
+        default=PER_ROW,
         help="ignore seed: draw the whole batch from one shared generator (ft serve before #693)",
+    )
+    seed.add_argument(
+        "--per-batch-seed",
+        action="store_const",
+        dest="seed_mode",
+        const=PER_BATCH,
+        help="one stream per batch, keyed by its first seeded row, each row drawing by its "
+        "position (FlashInfer's sampling kernels): a seed replays alone, not under load",
+    )
+    modes.add_argument(
+        "--batch-variant-logits",
+        action="store_true",
+        help="logits change slightly with the batch size (kernels that are not "
+        "batch-invariant): near-ties flip under load, even at temperature 0",
     )
     parser.add_argument("--max-batch", type=int, default=32, help="rows per step at most")
     parser.add_argument(
@@ -76,7 +98,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     app = create_app(
         model_name=args.model,
         max_batch=args.max_batch,
-        unpatched_sampler=args.unpatched_sampler,
+        seed_mode=args.seed_mode,
+        batch_variant_logits=args.batch_variant_logits,
         step_delay_ms=args.step_delay_ms,
         prefill_ms_per_token=args.prefill_ms_per_token,
         prefix_cache_blocks=args.prefix_cache_blocks,

@@ -17,6 +17,7 @@ from starlette.routing import Route
 from refengine.batcher import Engine, Finished, Row
 from refengine.errors import EngineError, ModelNotFound, RouteNotFound
 from refengine.model import TrigramModel, default_model
+from refengine.modes import PER_ROW
 from refengine.params import SamplingParams
 from refengine.prefixcache import Prefill, PrefixCache
 from refengine.protocol import (
@@ -39,6 +40,8 @@ def create_app(
     model_name: str = DEFAULT_MODEL_NAME,
     max_batch: int = 32,
     unpatched_sampler: bool = False,
+    seed_mode: str = PER_ROW,
+    batch_variant_logits: bool = False,
     step_delay_ms: float = 0.0,
     model: TrigramModel | None = None,
     prefill_ms_per_token: float = 0.0,
@@ -49,11 +52,14 @@ def create_app(
     """The engine app; ``app.state.engine`` is the batcher (its ``stats`` for tests),
     ``app.state.prefill`` the prefill model (a prefix cache of ``prefix_cache_blocks``
     blocks of ``block_size`` tokens, none if 0; prefill time per uncached token).
+    ``seed_mode`` and ``batch_variant_logits``: the engine to reproduce (modes.py).
     ``ignore``: the embedding and rerank fields to ignore silently (vectors.py)."""
     engine = Engine(
         model or default_model(),
         max_batch=max_batch,
         unpatched_sampler=unpatched_sampler,
+        seed_mode=seed_mode,
+        batch_variant_logits=batch_variant_logits,
         step_delay_s=step_delay_ms / 1000.0,
     )
     tokenizer = engine.tokenizer

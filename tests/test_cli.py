@@ -17,6 +17,7 @@ import pytest
 from gateway.cli import main
 from gateway.settings import SHIPPED_POLICY
 from tests.docs.markdown import blocks
+from tests.support.commands import config_naming_an_unset_engine_key
 from tests.support.paths import POLICY, ROOT
 from tests.support.processes import START_TIMEOUT, GatewayProcess
 
@@ -104,9 +105,7 @@ def test_the_docs_small_config_passes_check_outside_the_repository(
 def test_serve_refuses_an_unset_engine_key_variable(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("FT_TEST_ENGINE_KEY", raising=False)
-    path = tmp_path / "gw.yaml"
-    path.write_text(f"policy: {POLICY}\nupstream:\n  api_key_env: FT_TEST_ENGINE_KEY\n")
+    path = config_naming_an_unset_engine_key(tmp_path, monkeypatch)
     assert main(["serve", "--config", str(path)]) == 2
     assert f"{path}:3: upstream.api_key_env: variable FT_TEST_ENGINE_KEY is not set" in (
         capsys.readouterr().err

@@ -147,6 +147,22 @@ class Select(BaseModel):
     )
 
 
+SeedGuarantee = Literal["under_load", "alone_only", "ignored"]
+
+
+class Guarantees(BaseModel):
+    """What the engine was measured to guarantee on a route (``ft-gateway probe`` writes
+    it); the answers' ``system_fingerprint`` carries it."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    seed: SeedGuarantee | None = Field(
+        default=None,
+        description="under_load: a seed replays whatever shares the batch; alone_only: "
+        "only for a request alone; ignored: never",
+    )
+
+
 class RoutePolicy(BaseModel):
     """The rules of one route."""
 
@@ -156,6 +172,7 @@ class RoutePolicy(BaseModel):
         default=None, description="overrides the policy-wide rule for this route"
     )
     enforcement: Enforcement | None = Field(default=None, description=_ENFORCEMENT)
+    guarantees: Guarantees = Field(default_factory=Guarantees)
     fields: dict[str, FieldRule] = Field(default_factory=dict)
 
 

@@ -8,6 +8,7 @@ back as an ``Answer`` that says what happened, for a check to judge.
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -35,6 +36,7 @@ class Answer:
     events: list[Any] | None = None  # SSE data payloads in order; "[DONE]" as the string
     malformed: list[str] = field(default_factory=list)  # SSE lines that did not parse
     error: str | None = None  # time-out, connection error, budget spent
+    started: threading.Event = field(default_factory=threading.Event, repr=False)
 
     @property
     def ok(self) -> bool:
@@ -61,7 +63,8 @@ class BudgetSpent(Exception):
 
 
 class EngineClient:
-    """Sends the probe's requests; ``sent`` counts those that reached the wire."""
+    """Sends the probe's requests; ``sent`` counts those that reached the wire. Safe to
+    share between threads (the seed check's load sends several at once)."""
 
     def __init__(
         self,
@@ -69,7 +72,7 @@ class EngineClient:
         *,
         api_key: str | None = None,
         timeout: float = 30.0,
-        max_requests: int = 100,
+        max_requests: int = 120,
         transport: httpx.BaseTransport | None = None,
         on_request: Callable[[], None] | None = None,
     ) -> None:
@@ -87,6 +90,7 @@ class EngineClient:
         self.bodies: list[tuple[str, dict[str, Any]]] = []
         self._timeouts_in_a_row = 0
         self._on_request = on_request
+        self._lock = threading.Lock()
 
     def close(self) -> None:
         self._http.close()
@@ -106,21 +110,44 @@ class EngineClient:
         """POST a JSON body and read the whole answer."""
         return self._send(path, body, streaming=False, force=force)
 
-    def stream(self, path: str, body: dict[str, Any]) -> Answer:
-        """POST a JSON body and read the SSE stream it starts (bounded)."""
-        return self._send(path, body, streaming=True)
+    def stream(self, path: str, body: dict[str, Any], *, answer: Answer | None = None) -> Answer:
+        """POST a JSON body and read the SSE stream it starts (bounded). ``answer.started``
+        is set at the first event, or when the request ends without one."""
+        return self._send(path, body, streaming=True, answer=answer)
 
     def _send(
-        self, path: str, body: dict[str, Any], *, streaming: bool, force: bool = False
+        self,
+        path: str,
+        body: dict[str, Any],
+        *,
+        streaming: bool,
+        force: bool = False,
+        answer: Answer | None = None,
     ) -> Answer:
-        answer = Answer(sent=body)
-        if self.stalled and not force:
-            answer.error = f"not sent: the engine timed out {MAX_TIMEOUTS_IN_A_ROW} times in a row"
-            return answer
-        if self.sent >= self.max_requests:
-            raise BudgetSpent(f"the request budget ({self.max_requests}) is spent")
-        self.sent += 1
-        self.bodies.append((path, body))
+        answer = answer if answer is not None else Answer(sent=body)
+        try:
+            self._count(path, body, answer, force=force)
+            if answer.error is None:
+                self._exchange(path, body, answer, streaming=streaming)
+        finally:
+            answer.started.set()
+        return answer
+
+    def _count(self, path: str, body: dict[str, Any], answer: Answer, *, force: bool) -> None:
+        with self._lock:
+            if self.stalled and not force:
+                answer.error = (
+                    f"not sent: the engine timed out {MAX_TIMEOUTS_IN_A_ROW} times in a row"
+                )
+                return
+            if self.sent >= self.max_requests:
+                raise BudgetSpent(f"the request budget ({self.max_requests}) is spent")
+            self.sent += 1
+            self.bodies.append((path, body))
+
+    def _exchange(
+        self, path: str, body: dict[str, Any], answer: Answer, *, streaming: bool
+    ) -> None:
         try:
             with self._http.stream("POST", path, json=body) as response:
                 answer.status = response.status_code
@@ -139,7 +166,6 @@ class EngineClient:
         finally:
             if self._on_request is not None:
                 self._on_request()
-        return answer
 
 
 def _read_body(response: httpx.Response, answer: Answer) -> None:
@@ -177,6 +203,7 @@ def _read_events(response: httpx.Response, answer: Answer) -> None:
             events.append(json.loads(data))
         except ValueError:
             answer.malformed.append(line[:200])
+        answer.started.set()
         if len(events) >= MAX_STREAM_EVENTS or size > MAX_BODY_BYTES:
             answer.error = f"stream longer than {len(events)} events; stopped reading"
             break

@@ -21,7 +21,7 @@ from gateway.probe.report import render_markdown, render_table
 from gateway.probe.responses import RESPONSES
 from gateway.probe.route import CHAT, COMPLETIONS
 from gateway.probe.runner import planned_requests, probe_engine
-from gateway.probe.writer import render_policy
+from gateway.probe.writer import SEED_CHOICES, render_policy
 from gateway.routes import EMBEDDINGS, RERANK
 from gateway.yamlsource import SourceError
 
@@ -60,7 +60,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         '{"enable_thinking": false}}\'',
     )
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
-    parser.add_argument("--max-requests", type=int, default=100, help="request budget")
+    parser.add_argument("--max-requests", type=int, default=120, help="request budget")
+    parser.add_argument(
+        "--seed-under-load",
+        choices=SEED_CHOICES,
+        default="pass",
+        help="a seed the engine reproduces only for a request alone: pass it (best effort, "
+        "as OpenAI's own seed) or write a 400 with the reason",
+    )
     parser.add_argument(
         "--api-key-env", help="name of the environment variable holding the engine's API key"
     )
@@ -128,7 +135,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"report written to {args.report}", file=sys.stderr)
     if args.out is not None:
         schema = Path(__file__).resolve().parent.parent / "policy.schema.json"
-        text = render_policy(result, schema=os.path.relpath(schema, args.out.resolve().parent))
+        text = render_policy(
+            result,
+            schema=os.path.relpath(schema, args.out.resolve().parent),
+            seed_under_load=args.seed_under_load,
+        )
         try:
             written = parse_policy_text(text, file=str(args.out))
         except SourceError as exc:  # pragma: no cover - a writer bug, not an engine's

@@ -9,6 +9,7 @@ which the statistical checks turn into a confidence).
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,9 @@ from gateway.probe.verdict import BROKEN, Trial, Verdict, failure, trim
 
 GREEDY_SAMPLES = 3
 FREE_SAMPLES = 4
+
+# Called before each wave of the seed check's load with its group sizes (load.py).
+BeforeWave = Callable[[tuple[int, ...]], None]
 
 
 class ProbeError(Exception):
@@ -68,6 +72,7 @@ class Probe:
     baseline: Baseline = field(default_factory=lambda: Baseline([], []))
     # Answers more than one check compares against, by name, sent by the first.
     references: dict[str, Answer] = field(default_factory=dict)
+    before_wave: BeforeWave | None = None
 
     def post(self, **fields: Any) -> Answer:
         """The base request with ``fields``, non-streaming."""

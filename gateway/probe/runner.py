@@ -8,9 +8,16 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-from gateway.probe import checks, messages, sampling, vectors
+from gateway.probe import checks, messages, sampling, seed, vectors
 from gateway.probe.client import BudgetSpent, EngineClient
-from gateway.probe.context import FREE_SAMPLES, GREEDY_SAMPLES, Baseline, Probe, ProbeError
+from gateway.probe.context import (
+    FREE_SAMPLES,
+    GREEDY_SAMPLES,
+    Baseline,
+    BeforeWave,
+    Probe,
+    ProbeError,
+)
 from gateway.probe.progress import Progress
 from gateway.probe.responses import REQUESTS, RESPONSES, ResponsesProbe, probe_responses
 from gateway.probe.route import CHAT, ProbeRoute
@@ -29,7 +36,7 @@ class Check:
 
 CHECKS: tuple[Check, ...] = (
     Check("temperature", sampling.check_temperature, 0),
-    Check("seed", sampling.check_seed, 5),
+    Check("seed", seed.check_seed, seed.REQUESTS),
     *(
         Check(name, functools.partial(sampling.check_filter, field=name), 3)
         for name in sampling.FILTERS
@@ -115,10 +122,12 @@ def probe_engine(
     extra: dict[str, Any] | None = None,
     progress: Progress | None = None,
     today: date | None = None,
+    before_wave: BeforeWave | None = None,
 ) -> ProbeResult:
     """Probe each route; ProbeError when the engine answers no route's plain request.
 
     A route whose plain request fails is kept with its ``error`` and no verdicts.
+    ``before_wave``: see load.py (tests hold the reference engine's steps with it).
     """
     result = ProbeResult(upstream, model, today or date.today(), dict(extra or {}))
 
@@ -143,7 +152,7 @@ def probe_engine(
                 found, error = [], f"not measured: {exc}"
             result.routes.append(RouteResult(path, found, Baseline([], []), error=error))
             continue
-        probe = Probe(client, ProbeRoute(path, model, result.extra))
+        probe = Probe(client, ProbeRoute(path, model, result.extra), before_wave=before_wave)
         show(f"{path} baseline")
         try:
             probe.measure_baseline()

@@ -1,6 +1,7 @@
-"""Checks of the fields that steer sampling: temperature, seed, the filters, the penalties
-and logit_bias. They compare texts: with the greedy (temperature 0) text where the
-effect is deterministic, and with the baseline's free samples where it is statistical.
+"""Checks of the fields that steer sampling: temperature, the filters, the penalties
+and logit_bias (seed has its own module, seed.py). They compare texts: with the greedy
+(temperature 0) text where the effect is deterministic, and with the baseline's free
+samples where it is statistical.
 
 A statistical "honoured" carries a confidence: one minus the chance, estimated from
 the free samples, that an engine ignoring the field would have shown the same result.
@@ -21,7 +22,6 @@ from gateway.probe.verdict import (
     shown_confidence,
 )
 
-SEEDS = (1234, 98765, 4242)
 # +100 makes the token win every greedy step on an engine that applies the bias.
 BIAS_TOKEN_IDS = ("100", "200")
 FILTERS = {"top_k": 1, "top_p": 0.001, "min_p": 1.0}  # each leaves only the likeliest token
@@ -34,7 +34,7 @@ PENALTIES = {
 _NEEDS_GREEDY = "needs a repeatable temperature-0 text, which this engine did not give"
 
 
-def _statistical(field: str, confidence: float, summary: str, trials: list[Trial]) -> Verdict:
+def statistical(field: str, confidence: float, summary: str, trials: list[Trial]) -> Verdict:
     if confidence < MIN_CONFIDENCE:
         summary += f"; but that could be chance (confidence {shown_confidence(confidence)})"
         return Verdict(field, INCONCLUSIVE, summary, tuple(trials), confidence)
@@ -71,47 +71,7 @@ def check_temperature(probe: Probe) -> Verdict:
         f"temperature 0 sent {len(texts)} times gave the same text; temperature 1 gave "
         f"{base.free_distinct} different texts in {len(base.free)}"
     )
-    return _statistical("temperature", confidence, summary, trials)
-
-
-def check_seed(probe: Probe) -> Verdict:
-    """The same seed twice gives the same text; different seeds give different texts."""
-    route = probe.route
-    seeds = (SEEDS[0], SEEDS[0], SEEDS[1], SEEDS[1])
-    answers, trials, bad = probe.post_each("seed", [{"temperature": 1.0, "seed": s} for s in seeds])
-    if bad is not None:
-        return bad
-    a1, a2, b1, b2 = (route.text(a) for a in answers)
-    if a1 != a2 or b1 != b2:
-        pair = (SEEDS[0], a1, a2) if a1 != a2 else (SEEDS[1], b1, b2)
-        return Verdict(
-            "seed",
-            IGNORED,
-            f"seed {pair[0]} sent twice at temperature 1 gave different texts: "
-            f"{quote(pair[1], 40)} and {quote(pair[2], 40)}",
-            tuple(trials),
-        )
-    texts = {a1, b1}
-    if len(texts) == 1:
-        third = probe.post(temperature=1.0, seed=SEEDS[2])
-        trial, bad = probe.judge("seed", third)
-        trials.append(trial)
-        if bad is not None:
-            return bad
-        texts.add(route.text(third))
-    if len(texts) == 1:
-        return Verdict(
-            "seed",
-            INCONCLUSIVE,
-            "every seed gave the same text: the seed did not select anything",
-            tuple(trials),
-        )
-    confidence = 1 - probe.baseline.pair_coincidence() ** 2
-    summary = (
-        f"seeds {SEEDS[0]} and {SEEDS[1]}, each sent twice at temperature 1: each gave "
-        f"its own text twice ({len(texts)} different texts)"
-    )
-    return _statistical("seed", confidence, summary, trials)
+    return statistical("temperature", confidence, summary, trials)
 
 
 def check_filter(probe: Probe, field: str) -> Verdict:
@@ -133,7 +93,7 @@ def check_filter(probe: Probe, field: str) -> Verdict:
                 "temperature-0 text",
                 tuple(trials),
             )
-        return _statistical(
+        return statistical(
             field,
             1 - base.greedy_match() ** 3,
             f"{field} {value} at temperature 1: all 3 texts equal the temperature-0 text",
@@ -146,7 +106,7 @@ def check_filter(probe: Probe, field: str) -> Verdict:
             f"{field} {value} at temperature 1: the 3 texts differ",
             tuple(trials),
         )
-    return _statistical(
+    return statistical(
         field,
         1 - base.pair_coincidence() ** 1.5,
         f"{field} {value} at temperature 1: the 3 texts are the same",

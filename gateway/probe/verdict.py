@@ -10,11 +10,12 @@ from typing import Any
 from gateway.probe.client import Answer
 
 HONOURED = "honoured"  # the field had the effect it asks for
+ALONE_ONLY = "alone only"  # seed: honoured for a request alone, not under load
 IGNORED = "ignored"  # 200 and no effect
 REJECTED = "rejected"  # 4xx: the engine refuses the field
 BROKEN = "broken"  # 5xx, a hang, or an answer that is not well formed
 INCONCLUSIVE = "inconclusive"  # the probe could not tell, and says so
-OUTCOMES = (HONOURED, IGNORED, REJECTED, BROKEN, INCONCLUSIVE)
+OUTCOMES = (HONOURED, ALONE_ONLY, IGNORED, REJECTED, BROKEN, INCONCLUSIVE)
 
 # Below this, a statistical "honoured" is reported as inconclusive.
 MIN_CONFIDENCE = 0.9
@@ -31,13 +32,15 @@ class Trial:
 
 @dataclass(frozen=True)
 class Verdict:
-    """A field's outcome, why, and how sure: ``confidence`` is set for statistical tests."""
+    """A field's outcome, why, and how sure: ``confidence`` is set for statistical tests;
+    ``rate``, for seed, is the share of its replays under load that differed."""
 
     field: str
     outcome: str
     summary: str
     trials: tuple[Trial, ...] = ()
     confidence: float | None = None
+    rate: float | None = None
 
 
 def shown_confidence(confidence: float) -> str:

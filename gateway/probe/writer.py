@@ -15,6 +15,7 @@ from gateway.probe.runner import ProbeResult, RouteResult
 from gateway.probe.vector_rules import route_lines as vector_route_lines
 from gateway.probe.vectors import PROBES as VECTOR_ROUTES
 from gateway.probe.verdict import (
+    ALONE_ONLY,
     BROKEN,
     HONOURED,
     IGNORED,
@@ -28,6 +29,10 @@ from gateway.probe.yamltext import comment, entry_lines, flow, key, quoted
 _KEY_ORDER = ("action", "to", "type", "required")
 # n served by the gateway's fan-out: the most engine requests one client request becomes.
 FANOUT_MAXIMUM = 8
+# What the gateway does with a seed the engine honours alone only (--seed-under-load).
+SEED_CHOICES = ("pass", "reject")
+# The seed verdict as the route's guarantees.seed (system_fingerprint carries it).
+_SEED_GUARANTEE = {HONOURED: "under_load", ALONE_ONLY: "alone_only", IGNORED: "ignored"}
 
 
 def _rule_lines(name: str, rule: Rule, indent: str) -> list[str]:
@@ -40,11 +45,14 @@ def _ordered(rule: Rule) -> Rule:
     return first | {k: v for k, v in rule.items() if k not in first}
 
 
-def probed_rule(route: RouteResult, name: str, verdict: Verdict) -> Rule:
-    """The rule the verdict on field ``name`` calls for."""
+def probed_rule(
+    route: RouteResult, name: str, verdict: Verdict, *, seed_under_load: str = "pass"
+) -> Rule:
+    """The rule the verdict on field ``name`` calls for; ``seed_under_load``: pass or
+    reject a seed the engine reproduces alone only."""
     spec = dict(PROBED[route.route][name])
     neutral = spec.pop("neutral", [])
-    if verdict.outcome == HONOURED:
+    if verdict.outcome == HONOURED or (verdict.outcome == ALONE_ONLY and seed_under_load == "pass"):
         return {"action": "pass", **spec}
     if name == "n":
         # Any other verdict: the gateway asks the engine n times and merges the answers,
@@ -63,6 +71,8 @@ def probed_rule(route: RouteResult, name: str, verdict: Verdict) -> Rule:
         # The engine cannot take the field at all: do not forward even a neutral value.
         rule["drop_neutral"] = True
     rule["reason"] = {
+        ALONE_ONLY: "This engine reproduces a seed only for a request that runs alone: "
+        f"under load {_percent(verdict.rate)} of seeded replays gave another text.",
         IGNORED: "This engine accepts it but ignores it.",
         REJECTED: "This engine does not support it.",
         BROKEN: "This engine fails on it.",
@@ -71,9 +81,19 @@ def probed_rule(route: RouteResult, name: str, verdict: Verdict) -> Rule:
     return rule
 
 
-def render_policy(result: ProbeResult, *, schema: str | None = None) -> str:
+def _percent(rate: float | None) -> str:
+    return f"{round(100 * (rate or 0.0))}%"
+
+
+def render_policy(
+    result: ProbeResult, *, schema: str | None = None, seed_under_load: str = "pass"
+) -> str:
     """The policy YAML for ``result``; ``ft-gateway check`` accepts it. ``schema``: the
-    path of gateway/policy.schema.json relative to the file, for editors."""
+    path of gateway/policy.schema.json relative to the file, for editors;
+    ``seed_under_load``: what the gateway does with a seed the engine honours alone
+    only (pass: best effort, as OpenAI's own seed; reject: a 400 with the reason)."""
+    if seed_under_load not in SEED_CHOICES:
+        raise ValueError(f"seed_under_load must be one of {', '.join(SEED_CHOICES)}")
     day = result.probed_on.isoformat()
     lines = [f"# yaml-language-server: $schema={schema}", "#"] if schema else []
     lines += comment(
@@ -109,7 +129,7 @@ def render_policy(result: ProbeResult, *, schema: str | None = None) -> str:
         if route.error is None and route.route in VECTOR_ROUTES:
             lines += vector_route_lines(route.route, route.verdicts, result.model, day)
         elif route.error is None:
-            lines += _route_lines(route, result, day)
+            lines += _route_lines(route, result, day, seed_under_load)
     if result.responses is not None:
         lines += responses_route_lines(result.responses, result.route(CHAT), day)
     return "\n".join(lines) + "\n"
@@ -125,9 +145,20 @@ def _unknown_comment(result: ProbeResult, day: str) -> list[str]:
     return comment(text, "")
 
 
-def _route_lines(route: RouteResult, result: ProbeResult, day: str) -> list[str]:
+def _route_lines(
+    route: RouteResult, result: ProbeResult, day: str, seed_under_load: str
+) -> list[str]:
     indent = "      "
-    lines = [f"  {route.route}:", "    fields:"]
+    lines = [f"  {route.route}:"]
+    seed = route.verdict("seed")
+    if seed is not None and seed.outcome in _SEED_GUARANTEE:
+        lines += comment(
+            f"What the engine guarantees, as measured on {day} (the seed rule's comment has "
+            "the evidence); the answers' system_fingerprint carries it.",
+            "    ",
+        )
+        lines.append(f"    guarantees: {{seed: {_SEED_GUARANTEE[seed.outcome]}}}")
+    lines.append("    fields:")
     named: set[str] = set()
     for index, (note, rules) in enumerate(UNPROBED[route.route]):
         lines += comment(note, indent)
@@ -147,8 +178,15 @@ def _route_lines(route: RouteResult, result: ProbeResult, day: str) -> list[str]
     for verdict in route.verdicts:
         if verdict.field not in PROBED[route.route]:
             continue
-        rule = probed_rule(route, verdict.field, verdict)
+        rule = probed_rule(route, verdict.field, verdict, seed_under_load=seed_under_load)
         note = f"{verdict.field}: {verdict_line(verdict)} (probed {day})"
+        if verdict.outcome == ALONE_ONLY:
+            note += (
+                "; passed as best effort, as OpenAI's own seed is: a replay may differ while "
+                "other requests share the batch (--seed-under-load reject writes a 400 instead)"
+                if rule["action"] == "pass"
+                else "; refused with a 400 (--seed-under-load reject)"
+            )
         if verdict.outcome == INCONCLUSIVE:
             note = "REVIEW BY HAND. " + note
         if rule["action"] == "rename":

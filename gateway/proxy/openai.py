@@ -3,9 +3,11 @@ pass-through of GET /v1/models.
 
 Their requests go to the engine as the policy leaves them (n of them for a
 fan-out, fanout.py); their answers are the engine's own, byte for byte, but for
-two things: an error normalised (answers.py), and, where the gateway asked a
+three things: an error normalised (answers.py); where the gateway asked a
 stream for its usage and the client did not, that usage taken out again
-(limits/meter.py's StreamMeter).
+(limits/meter.py's StreamMeter); and, where the engine sends no
+``system_fingerprint`` (or null), the gateway's put in (fingerprint.py), in a
+whole answer and in every chunk of a stream (a fan-out's merged one included).
 """
 
 from __future__ import annotations
@@ -14,10 +16,12 @@ from typing import Any
 
 import orjson
 
+from gateway._types import Headers
 from gateway.errors import GatewayError, render
 from gateway.limits.meter import StreamMeter, Usage
 from gateway.proxy.call import Call
 from gateway.proxy.fanout import fanout_bodies, include_usage, with_usage
+from gateway.proxy.fingerprint import stamp_answer, stamp_events
 from gateway.proxy.route import Prepared, Route
 from gateway.routes import CHAT, COMPLETIONS, ROUTES
 
@@ -31,13 +35,15 @@ def error_end(exc: GatewayError) -> bytes:
 
 
 class ChatStream:
-    """A chat or completions stream: the engine's events passed on as they come."""
+    """A chat or completions stream: the engine's events passed on as they come, with
+    ``fingerprint`` (the call's system_fingerprint; None: none) in chunks that lack one."""
 
-    __slots__ = ("meter", "ended")
+    __slots__ = ("meter", "ended", "fingerprint")
 
-    def __init__(self, *, hide: bool) -> None:
+    def __init__(self, *, hide: bool, fingerprint: bytes | None = None) -> None:
         self.meter = StreamMeter(hide=hide)
         self.ended = False
+        self.fingerprint = fingerprint
 
     @property
     def usage(self) -> Usage | None:
@@ -48,7 +54,10 @@ class ChatStream:
 
     def events(self, raw: bytes, chunks: list[Any], *, done: bool) -> bytes:
         self.ended = done
-        return self.meter.feed(raw)
+        out = self.meter.feed(raw)
+        if out and self.fingerprint is not None:
+            out = stamp_events(out, self.fingerprint)
+        return out
 
     async def finish(self) -> tuple[bytes, GatewayError | None]:
         return b"", None
@@ -84,8 +93,19 @@ class ChatRoute(Route):
             fields=self.max_tokens,
         )
 
+    async def answer(
+        self, call: Call, answer: Any, data: bytes, headers: Headers
+    ) -> tuple[Headers, bytes] | None:
+        if type(answer) is not dict or isinstance(answer.get("system_fingerprint"), str):
+            return None  # the engine's own is kept
+        fingerprint = self.state.fingerprint(self.name)
+        if fingerprint is None:
+            return None
+        return headers, stamp_answer(data, fingerprint)
+
     def shaper(self, call: Call) -> ChatStream:
-        return ChatStream(hide=call.hide)
+        # Looked up once per call: every chunk of the stream carries the same one.
+        return ChatStream(hide=call.hide, fingerprint=self.state.fingerprint(self.name))
 
 
 class CompletionsRoute(ChatRoute):

@@ -59,7 +59,7 @@ async def reply(call: Call, route: Route, response: UpstreamResponse, limits: Li
         if record.trace is not None:
             record.trace.answer(answer)
         if route.shapes:
-            shaped = await route.answer(call, answer, data)
+            shaped = await route.answer(call, answer, data, headers)
             if shaped is not None:
                 headers, data = shaped
         del answer  # not held while the client reads (an embeddings answer: ~1 MB parsed)

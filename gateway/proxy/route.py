@@ -80,10 +80,12 @@ class Route:
         """The usage of a whole answer (parsed)."""
         return usage_of(answer.get("usage"))
 
-    async def answer(self, call: Call, answer: Any, data: bytes) -> tuple[Headers, bytes] | None:
-        """A whole 2xx answer (``answer`` parsed from ``data``) as the client gets it:
-        None to send the engine's own bytes and headers unchanged. The one place a
-        whole answer is shaped."""
+    async def answer(
+        self, call: Call, answer: Any, data: bytes, headers: Headers
+    ) -> tuple[Headers, bytes] | None:
+        """A whole 2xx answer (``answer`` parsed from ``data``; ``headers``: the engine's,
+        those the client may get) as the client gets it: None to send the engine's own
+        bytes and headers unchanged. The one place a whole answer is shaped."""
         return None
 
     def stream_headers(self, headers: Headers) -> Headers:

@@ -90,7 +90,11 @@ class TranslatedStream:
     __slots__ = ("keep", "plan", "translator", "ended")
 
     def __init__(
-        self, plan: Plan, *, keep: Callable[[Plan, dict[str, Any]], Awaitable[None]]
+        self,
+        plan: Plan,
+        *,
+        keep: Callable[[Plan, dict[str, Any]], Awaitable[None]],
+        fingerprint: str | None = None,
     ) -> None:
         self.keep = keep  # stores the finished response (the route's ``keep``)
         self.plan = plan
@@ -102,6 +106,8 @@ class TranslatedStream:
             new_id=plan.ids,
             stored=plan.store,
         )
+        # The gateway's system_fingerprint, until the engine's first chunk brings its own.
+        self.translator.fingerprint = fingerprint
         self.ended = False
 
     @property
@@ -190,7 +196,9 @@ class TranslatedResponses(Route):
         if plan.store and self.store is not None:
             await self.store.put(StoredResponse(plan.owner, response, plan.items, plan.history))
 
-    async def answer(self, call: Call, answer: Any, data: bytes) -> tuple[Headers, bytes]:
+    async def answer(
+        self, call: Call, answer: Any, data: bytes, headers: Headers
+    ) -> tuple[Headers, bytes]:
         if not isinstance(answer, dict):
             raise UpstreamProtocolError("The engine's answer is not a JSON object.")
         plan: Plan = call.plan
@@ -207,6 +215,10 @@ class TranslatedResponses(Route):
             incomplete=incomplete,
             stored=plan.store,
         )
+        own = answer.get("system_fingerprint")
+        fingerprint = own if isinstance(own, str) else self._fingerprint()
+        if fingerprint is not None:
+            response["system_fingerprint"] = fingerprint
         await self.keep(plan, response)
         payload = orjson.dumps(response)
         return [(b"content-type", _JSON)], payload
@@ -215,4 +227,9 @@ class TranslatedResponses(Route):
         return list(_STREAM_HEADERS)
 
     def shaper(self, call: Call) -> TranslatedStream:
-        return TranslatedStream(call.plan, keep=self.keep)
+        return TranslatedStream(call.plan, keep=self.keep, fingerprint=self._fingerprint())
+
+    def _fingerprint(self) -> str | None:
+        """The gateway's system_fingerprint for this route's answers (engines send none)."""
+        fingerprint = self.state.fingerprint(self.name)
+        return fingerprint.decode() if fingerprint is not None else None

@@ -92,6 +92,10 @@ class StreamTranslator:
         self.usage: dict[str, Any] | None = None
         self.chat_usage: Any = None  # the engine's own usage object, for metering
         self.final: dict[str, Any] | None = None
+        # The response's system_fingerprint: the gateway's, or the engine's own, read from
+        # its first chunk (an engine that sends one sends it on every chunk).
+        self.fingerprint: str | None = None
+        self._first_chunk = True
 
     def _event(self, kind: str, data: dict[str, Any]) -> bytes:
         data = {"type": kind, "sequence_number": self.sequence, **data}
@@ -99,7 +103,7 @@ class StreamTranslator:
         return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
 
     def _response(self, status: str, **extra: Any) -> dict[str, Any]:
-        return response_object(
+        response = response_object(
             self.response_id,
             self.request,
             created_at=self.created_at,
@@ -108,6 +112,9 @@ class StreamTranslator:
             stored=self.stored,
             **extra,
         )
+        if self.fingerprint is not None:
+            response["system_fingerprint"] = self.fingerprint
+        return response
 
     def start(self) -> bytes:
         """``response.created`` and ``response.in_progress``."""
@@ -129,6 +136,11 @@ class StreamTranslator:
 
     def chunk(self, chunk: dict[str, Any]) -> bytes:
         """The events for one chat chunk (often one delta event, or none)."""
+        if self._first_chunk:
+            self._first_chunk = False
+            own = chunk.get("system_fingerprint")
+            if isinstance(own, str):
+                self.fingerprint = own
         choices = chunk.get("choices")
         item = self.open
         if (

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hmac
+import json
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -16,7 +17,15 @@ from gateway.errors import AuthenticationFailed
 from gateway.observe.exchange import Observers
 from gateway.settings import Settings, load_settings
 from gateway.yamlsource import SourceError
-from tests.support.bodies import ANSWER, CHAT, MESSAGES, MODEL, chat, openai_error
+from tests.support.bodies import (
+    ANSWER,
+    CHAT,
+    MESSAGES,
+    MODEL,
+    chat,
+    openai_error,
+    without_fingerprint,
+)
 from tests.support.gateways import MockEngine, Recorder, asgi_client, gateway_settings
 from tests.support.paths import BATCH_PROFILE, POLICY
 from tests.support.sdk import sync_sdk
@@ -97,7 +106,7 @@ async def test_right_key_passes_and_is_never_forwarded(
 ) -> None:
     response = await client.post(CHAT, json=chat(), headers=bearer(ALICE))
     assert response.status_code == 200
-    assert response.json() == ANSWER
+    assert json.loads(without_fingerprint(response.content)) == ANSWER
     (sent,) = engine.requests
     assert "authorization" not in sent.headers
     assert recorder.finished_exchanges[-1].client == "alice"

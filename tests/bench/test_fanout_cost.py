@@ -5,12 +5,12 @@ from __future__ import annotations
 import pytest
 
 from bench.fanout_cost import main
+from tests.support.tables import first_cells
 
 
 def test_the_bench_prints_single_and_fanout_rows(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--rounds", "1", "--number", "3", "--n", "2"]) == 0
-    out = capsys.readouterr().out
-    rows = [line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| ")]
+    rows = first_cells(capsys.readouterr().out)
     assert rows == [
         "request",
         "json single",

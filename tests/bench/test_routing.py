@@ -11,12 +11,12 @@ import pytest
 from bench.routing import result_table, run_one
 from bench.routing_cost import main as cost_main
 from bench.routing_load import MULTI_TURN
+from tests.support.tables import first_cells
 
 
 def test_the_cost_bench_prints_every_piece(capsys: pytest.CaptureFixture[str]) -> None:
     cost_main(["--number", "20", "--replicas", "3"])
-    out = capsys.readouterr().out
-    rows = [line.split("|")[1].strip() for line in out.splitlines() if line.startswith("| ")]
+    rows = first_cells(capsys.readouterr().out)
     assert rows[0] == "piece"
     assert "decision: affinity, content key" in rows
     assert "Balancer.request: affinity" in rows

@@ -3,28 +3,15 @@ the case's file, line and what differs; exit codes for CI (0 pass, 1 fail, 2 unr
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from gateway.cli import main
-from tests.support.paths import POLICY, ROOT
+from tests.support.commands import ft_gateway
+from tests.support.paths import POLICY
 
 CASES = POLICY.parent / "cases" / "ft-serve.yaml"
-
-
-def ft_gateway(*args: str) -> subprocess.CompletedProcess[str]:
-    """The command as CI runs it: a process of its own, its exit status."""
-    return subprocess.run(
-        [sys.executable, "-m", "gateway", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 def test_the_shipped_policy_passes_its_cases_and_they_reach_every_rule() -> None:

@@ -12,6 +12,7 @@ import pytest
 from gateway.cli import main
 from gateway.policy.loading import load_policy_file
 from gateway.yamlsource import SourceError
+from tests.support.commands import config_naming_an_unset_engine_key
 from tests.support.paths import FIXTURES, POLICY, ROOT
 
 BROKEN = FIXTURES / "policies" / "broken"
@@ -409,9 +410,7 @@ def test_report_only_rules_are_counted_in_the_summary(
 def test_an_unset_engine_key_variable_fails_check_as_it_fails_serve(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.delenv("FT_TEST_ENGINE_KEY", raising=False)
-    config = tmp_path / "gw.yaml"
-    config.write_text(f"policy: {POLICY}\nupstream:\n  api_key_env: FT_TEST_ENGINE_KEY\n")
+    config = config_naming_an_unset_engine_key(tmp_path, monkeypatch)
     status, lines = run_check(["--config", str(config)], capsys)
     assert status == 1
     assert lines == [

@@ -4,8 +4,6 @@ count), per route and overlay, and over recorded bodies; exit 0 same, 1 differ, 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,18 +11,8 @@ import yaml
 
 from gateway.cli import main
 from tests.support.bodies import MODEL
-from tests.support.paths import POLICY, ROOT
-
-
-def ft_gateway(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "gateway", *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+from tests.support.commands import ft_gateway
+from tests.support.paths import POLICY
 
 
 def edited(tmp_path: Path, *replacements: tuple[str, str], more: str = "") -> Path:

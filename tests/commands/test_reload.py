@@ -5,9 +5,11 @@ valid one changes the API keys, their profiles and the limits in every worker.""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +23,7 @@ from tests.support.engine import FakeEngine
 from tests.support.limits import auth, key_of
 from tests.support.metrics import Scrape
 from tests.support.paths import BATCH_PROFILE, POLICY
-from tests.support.processes import SERVING, START_TIMEOUT, gateway_process, pin
+from tests.support.processes import SERVING, START_TIMEOUT, GatewayProcess, gateway_process, pin
 
 pytestmark = pytest.mark.anyio
 TYPO = ("action: reject\n        type: boolean", "action: rejct\n        type: boolean")
@@ -82,6 +84,18 @@ class Files:
         return await ft_gateway("reload", "--config", str(self.config), cwd=self.tmp)
 
 
+@contextlib.asynccontextmanager
+async def served(tmp_path: Path, *, workers: int) -> AsyncIterator[tuple[Files, GatewayProcess]]:
+    """``serve --config`` of fresh ``Files`` in ``tmp_path``, ``workers`` processes, in front
+    of a fake engine."""
+    async with FakeEngine() as engine:
+        files = Files(tmp_path, engine.url)
+        async with gateway_process(
+            "--config", str(files.config), "--workers", str(workers), tmp=tmp_path
+        ) as gateway:
+            yield files, gateway
+
+
 async def statuses(clients: dict[int, httpx.AsyncClient], name: str, **body: Any) -> list[int]:
     """The status each worker answers a chat request of the key ``name`` with."""
     return [
@@ -91,79 +105,75 @@ async def statuses(clients: dict[int, httpx.AsyncClient], name: str, **body: Any
 
 
 async def test_reload_is_all_or_nothing_in_every_worker(tmp_path: Path) -> None:
-    async with FakeEngine() as engine:
-        files = Files(tmp_path, engine.url)
-        async with gateway_process(
-            "--config", str(files.config), "--workers", "2", tmp=tmp_path
-        ) as gateway:
-            match = await gateway.wait_for_line(SERVING.pattern)
-            url, pids = f"http://127.0.0.1:{match[1]}", [int(p) for p in match[3].split(",")]
-            assert files.pidfile.read_text() == f"{gateway.process.pid}\n"
-            names = sorted(Path(f"/proc/{pid}/comm").read_text().strip() for pid in pids)
-            assert names == ["ft-gateway-w0", "ft-gateway-w1"]  # pgrep -x, ps -o comm
-            workers = await pin(url, pids)
-            try:
-                assert await statuses(workers, "bob") == [200, 200]
-                assert await statuses(workers, "alice", n=9) == [400, 400]
+    async with served(tmp_path, workers=2) as (files, gateway):
+        match = await gateway.wait_for_line(SERVING.pattern)
+        url, pids = f"http://127.0.0.1:{match[1]}", [int(p) for p in match[3].split(",")]
+        assert files.pidfile.read_text() == f"{gateway.process.pid}\n"
+        names = sorted(Path(f"/proc/{pid}/comm").read_text().strip() for pid in pids)
+        assert names == ["ft-gateway-w0", "ft-gateway-w1"]  # pgrep -x, ps -o comm
+        workers = await pin(url, pids)
+        try:
+            assert await statuses(workers, "bob") == [200, 200]
+            assert await statuses(workers, "alice", n=9) == [400, 400]
 
-                # Valid: bob removed, carol added, alice moved to the batch profile.
-                files.write_keys({"alice": "batch", "carol": None})
-                status, out, err = await files.reload()
-                assert (status, err) == (0, "")
-                assert out.startswith("ft-gateway reload: reloaded API keys (2 processes, pids")
-                assert await statuses(workers, "bob") == [401, 401]
-                assert await statuses(workers, "carol") == [200, 200]
-                assert await statuses(workers, "alice", n=9) == [200, 200]
+            # Valid: bob removed, carol added, alice moved to the batch profile.
+            files.write_keys({"alice": "batch", "carol": None})
+            status, out, err = await files.reload()
+            assert (status, err) == (0, "")
+            assert out.startswith("ft-gateway reload: reloaded API keys (2 processes, pids")
+            assert await statuses(workers, "bob") == [401, 401]
+            assert await statuses(workers, "carol") == [200, 200]
+            assert await statuses(workers, "alice", n=9) == [200, 200]
 
-                # Invalid, each kind: refused whole, the keys written with it too.
-                files.write_keys({"alice": "batch", "carol": None, "dave": None})
-                files.policy.write_text(files.original_policy.replace(*TYPO, 1))
-                status, _, err = await files.reload()
-                assert status == 1
-                assert "refused by 2 of 2 processes" in err
-                assert "got \"rejct\" (did you mean 'reject'?)" in err
-                files.policy.write_text(files.original_policy)
+            # Invalid, each kind: refused whole, the keys written with it too.
+            files.write_keys({"alice": "batch", "carol": None, "dave": None})
+            files.policy.write_text(files.original_policy.replace(*TYPO, 1))
+            status, _, err = await files.reload()
+            assert status == 1
+            assert "refused by 2 of 2 processes" in err
+            assert "got \"rejct\" (did you mean 'reject'?)" in err
+            files.policy.write_text(files.original_policy)
 
-                files.write_keys({"alice": None}, bad=True)
-                status, _, err = await files.reload()
-                assert status == 1
-                assert "keys[0].sha256: must be 64 hexadecimal digits" in err
+            files.write_keys({"alice": None}, bad=True)
+            status, _, err = await files.reload()
+            assert status == 1
+            assert "keys[0].sha256: must be 64 hexadecimal digits" in err
 
-                files.write_keys({"alice": "batch", "carol": None, "dave": None})
-                files.write_config(rate_limits={"keys": {"erin": {"requests_per_minute": 1}}})
-                status, _, err = await files.reload()
-                assert status == 1
-                assert "rate_limits.keys.erin: no API key is named 'erin'" in err
+            files.write_keys({"alice": "batch", "carol": None, "dave": None})
+            files.write_config(rate_limits={"keys": {"erin": {"requests_per_minute": 1}}})
+            status, _, err = await files.reload()
+            assert status == 1
+            assert "rate_limits.keys.erin: no API key is named 'erin'" in err
 
-                files.write_config(upstream={"url": "http://127.0.0.1:9"})
-                status, _, err = await files.reload()
-                assert status == 1
-                assert "upstream.url: changes only with a restart" in err
+            files.write_config(upstream={"url": "http://127.0.0.1:9"})
+            status, _, err = await files.reload()
+            assert status == 1
+            assert "upstream.url: changes only with a restart" in err
 
-                assert await statuses(workers, "dave") == [401, 401]
-                for client in workers.values():
-                    last = (await client.get("/readyz")).json()["policy"]["last_reload"]
-                    assert last["result"] == "failed"
-                    assert "upstream.url: changes only with a restart" in last["error"]
-                m = Scrape((await workers[pids[0]].get("/metrics")).text)
-                assert m.total("ft_gateway_policy_reloads_total", result="failed") == 8
-                assert m.total("ft_gateway_policy_reloads_total", result="loaded") == 2
+            assert await statuses(workers, "dave") == [401, 401]
+            for client in workers.values():
+                last = (await client.get("/readyz")).json()["policy"]["last_reload"]
+                assert last["result"] == "failed"
+                assert "upstream.url: changes only with a restart" in last["error"]
+            m = Scrape((await workers[pids[0]].get("/metrics")).text)
+            assert m.total("ft_gateway_policy_reloads_total", result="failed") == 8
+            assert m.total("ft_gateway_policy_reloads_total", result="loaded") == 2
 
-                # Erin's key and erin's limits together: one valid reload.
-                files.write_keys({"alice": "batch", "carol": None, "erin": None})
-                files.write_config(rate_limits={"keys": {"erin": {"requests_per_minute": 1}}})
-                status, out, err = await files.reload()
-                assert (status, err) == (0, "")
-                assert "reloaded API keys, rate limits" in out
-                assert await statuses(workers, "erin") == [200, 429]
-                assert await statuses(workers, "dave") == [401, 401]
-            finally:
-                for client in workers.values():
-                    await client.aclose()
+            # Erin's key and erin's limits together: one valid reload.
+            files.write_keys({"alice": "batch", "carol": None, "erin": None})
+            files.write_config(rate_limits={"keys": {"erin": {"requests_per_minute": 1}}})
+            status, out, err = await files.reload()
+            assert (status, err) == (0, "")
+            assert "reloaded API keys, rate limits" in out
+            assert await statuses(workers, "erin") == [200, 429]
+            assert await statuses(workers, "dave") == [401, 401]
+        finally:
+            for client in workers.values():
+                await client.aclose()
 
-            gateway.process.send_signal(signal.SIGTERM)
-            async with asyncio.timeout(START_TIMEOUT):
-                assert await gateway.process.wait() == 0
+        gateway.process.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(START_TIMEOUT):
+            assert await gateway.process.wait() == 0
     assert list(files.pidfile.parent.iterdir()) == []  # the pidfile and statuses removed
     status, _, err = await files.reload()
     assert status == 2
@@ -171,26 +181,22 @@ async def test_reload_is_all_or_nothing_in_every_worker(tmp_path: Path) -> None:
 
 
 async def test_one_process_and_a_second_serve_on_the_same_pidfile(tmp_path: Path) -> None:
-    async with FakeEngine() as engine:
-        files = Files(tmp_path, engine.url)
-        async with gateway_process(
-            "--config", str(files.config), "--workers", "1", tmp=tmp_path
-        ) as gateway:
-            await gateway.wait_for_line("Uvicorn running")
-            status, _, err = await ft_gateway(
-                "serve", "--config", str(files.config), "--port", "0", cwd=tmp_path
-            )
-            assert status == 3
-            assert f"another gateway (pid {gateway.process.pid}) holds the pidfile" in err
+    async with served(tmp_path, workers=1) as (files, gateway):
+        await gateway.wait_for_line("Uvicorn running")
+        status, _, err = await ft_gateway(
+            "serve", "--config", str(files.config), "--port", "0", cwd=tmp_path
+        )
+        assert status == 3
+        assert f"another gateway (pid {gateway.process.pid}) holds the pidfile" in err
 
-            files.write_keys({"alice": None}, bad=True)
-            status, _, err = await files.reload()
-            assert status == 1
-            assert f"refused by 1 of 1 processes (pids {gateway.process.pid})" in err
+        files.write_keys({"alice": None}, bad=True)
+        status, _, err = await files.reload()
+        assert status == 1
+        assert f"refused by 1 of 1 processes (pids {gateway.process.pid})" in err
 
-            gateway.process.send_signal(signal.SIGTERM)
-            async with asyncio.timeout(START_TIMEOUT):
-                assert await gateway.process.wait() == 0
+        gateway.process.send_signal(signal.SIGTERM)
+        async with asyncio.timeout(START_TIMEOUT):
+            assert await gateway.process.wait() == 0
     assert not files.pidfile.exists()
 
     # A pidfile left by a gateway that was killed names no live gateway.

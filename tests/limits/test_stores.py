@@ -45,18 +45,21 @@ async def stores(kind: str, tmp_path: Path, redis: RedisServer) -> AsyncIterator
         await second.aclose()
 
 
-KINDS = ["local", "shared", "redis"]
+@pytest.fixture(params=["local", "shared", "redis"])
+async def pair(
+    request: pytest.FixtureRequest, tmp_path: Path, redis_server: RedisServer
+) -> AsyncIterator[Pair]:
+    """Two gateways sharing counters, through each of the three stores."""
+    async with stores(request.param, tmp_path, redis_server) as both:
+        yield both
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("kind", KINDS)
-async def test_requests_per_minute_are_exact_across_the_pair(
-    kind: str, tmp_path: Path, redis_server: RedisServer
-) -> None:
+async def test_requests_per_minute_are_exact_across_the_pair(pair: Pair) -> None:
+    a, b = pair
     limit = Limit(requests_per_minute=5)
-    async with stores(kind, tmp_path, redis_server) as (a, b):
-        verdicts = [(await (a if i % 2 else b).acquire("k", limit, 1))[0] for i in range(8)]
-        other = (await a.acquire("other", limit, 1))[0]
+    verdicts = [(await (a if i % 2 else b).acquire("k", limit, 1))[0] for i in range(8)]
+    other = (await a.acquire("other", limit, 1))[0]
     assert [v.allowed for v in verdicts] == [True] * 5 + [False] * 3
     assert [v.requests_remaining for v in verdicts] == [4, 3, 2, 1, 0, 0, 0, 0]
     assert verdicts[5].refused == "requests_per_minute"
@@ -66,19 +69,16 @@ async def test_requests_per_minute_are_exact_across_the_pair(
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("kind", KINDS)
-async def test_tokens_are_reserved_then_settled_on_real_usage(
-    kind: str, tmp_path: Path, redis_server: RedisServer
-) -> None:
+async def test_tokens_are_reserved_then_settled_on_real_usage(pair: Pair) -> None:
+    a, b = pair
     # 10 a minute: one token refills every 6 s, far longer than the test takes.
     limit = Limit(tokens_per_minute=10, tokens_per_day=1000)
-    async with stores(kind, tmp_path, redis_server) as (a, b):
-        first, lease = await a.acquire("k", limit, 6)
-        refused = (await b.acquire("k", limit, 6))[0]
-        await a.release("k", limit, reserved=6, used=1, lease=lease)
-        again = (await b.acquire("k", limit, 9))[0]
-        over = (await a.acquire("k", limit, 1))[0]
-        never = (await a.acquire("k", limit, 11))[0]
+    first, lease = await a.acquire("k", limit, 6)
+    refused = (await b.acquire("k", limit, 6))[0]
+    await a.release("k", limit, reserved=6, used=1, lease=lease)
+    again = (await b.acquire("k", limit, 9))[0]
+    over = (await a.acquire("k", limit, 1))[0]
+    never = (await a.acquire("k", limit, 11))[0]
     assert first.allowed and first.tokens_remaining == 4
     assert not refused.allowed and refused.refused == "tokens_per_minute"
     assert refused.tokens_remaining == 4
@@ -88,32 +88,26 @@ async def test_tokens_are_reserved_then_settled_on_real_usage(
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("kind", KINDS)
-async def test_a_daily_budget_and_under_reserved_usage_are_charged(
-    kind: str, tmp_path: Path, redis_server: RedisServer
-) -> None:
+async def test_a_daily_budget_and_under_reserved_usage_are_charged(pair: Pair) -> None:
+    a, b = pair
     limit = Limit(tokens_per_day=100)
-    async with stores(kind, tmp_path, redis_server) as (a, b):
-        _, lease = await a.acquire("k", limit, 10)
-        await a.release("k", limit, reserved=10, used=70, lease=lease)  # a wrong estimate
-        refused = (await b.acquire("k", limit, 40))[0]
-        fits = (await b.acquire("k", limit, 30))[0]
+    _, lease = await a.acquire("k", limit, 10)
+    await a.release("k", limit, reserved=10, used=70, lease=lease)  # a wrong estimate
+    refused = (await b.acquire("k", limit, 40))[0]
+    fits = (await b.acquire("k", limit, 30))[0]
     assert refused.refused == "tokens_per_day" and refused.retry_after > 3000
     assert fits.allowed
 
 
 @pytest.mark.anyio
-@pytest.mark.parametrize("kind", KINDS)
-async def test_concurrency_is_counted_across_the_pair_until_released(
-    kind: str, tmp_path: Path, redis_server: RedisServer
-) -> None:
+async def test_concurrency_is_counted_across_the_pair_until_released(pair: Pair) -> None:
+    a, b = pair
     limit = Limit(concurrent_requests=2, requests_per_minute=100)
-    async with stores(kind, tmp_path, redis_server) as (a, b):
-        one, lease_one = await a.acquire("k", limit, 1)
-        two, _ = await b.acquire("k", limit, 1)
-        third = (await a.acquire("k", limit, 1))[0]
-        await a.release("k", limit, reserved=1, used=1, lease=lease_one)
-        fourth = (await b.acquire("k", limit, 1))[0]
+    one, lease_one = await a.acquire("k", limit, 1)
+    two, _ = await b.acquire("k", limit, 1)
+    third = (await a.acquire("k", limit, 1))[0]
+    await a.release("k", limit, reserved=1, used=1, lease=lease_one)
+    fourth = (await b.acquire("k", limit, 1))[0]
     assert one.allowed and two.allowed and two.in_flight == 2
     assert third.refused == "concurrent_requests" and third.retry_after == 1
     assert third.requests_remaining == 98  # a refusal charges nothing

@@ -12,11 +12,11 @@ import httpx
 import openai
 import pytest
 
-from gateway.access.keys import hash_key
 from gateway.app.factory import create_app
 from tests.support.bodies import CHAT, MESSAGES, MODEL
 from tests.support.engine import FakeEngine
 from tests.support.gateways import gateway_settings
+from tests.support.limits import key_of, write_keys
 from tests.support.metrics import Scrape
 from tests.support.otlp import otlp_receiver
 from tests.support.paths import POLICY
@@ -25,8 +25,8 @@ from tests.support.servers import running_server
 
 pytestmark = pytest.mark.anyio
 
-ALICE = "sk-alice-5d1e0b7c"
-CANARY = "sk-canary-81f3aa20"
+ALICE = key_of("alice")
+CANARY = key_of("canary")
 # The shipped policy refuses logprobs; the canary profile only reports it.
 CANARY_PROFILE = """
 profiles:
@@ -51,11 +51,7 @@ async def test_a_report_only_rule_on_one_profile(
 ) -> None:
     policy = tmp_path / "policy.yaml"
     policy.write_text(POLICY.read_text() + CANARY_PROFILE)
-    keys = tmp_path / "keys.yaml"
-    keys.write_text(
-        f"keys:\n  - {{name: alice, sha256: {hash_key(ALICE)}}}\n"
-        f"  - {{name: canary, sha256: {hash_key(CANARY)}, profile: canary}}\n"
-    )
+    keys = write_keys(tmp_path, {"alice": None, "canary": "canary"})
     async with otlp_receiver() as (receiver, traces):
         overrides: dict[tuple[str, ...], Any] = {
             ("auth", "keys_file"): str(keys),

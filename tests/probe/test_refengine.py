@@ -41,6 +41,7 @@ from gateway.probe.runner import ProbeResult, planned_requests, probe_engine
 from gateway.probe.verdict import HONOURED, IGNORED, REJECTED
 from gateway.probe.writer import render_policy
 from refengine import create_app as create_engine
+from tests.support.batchgate import wave_gate
 from tests.support.bodies import MODEL, NO_THINKING
 from tests.support.gateways import gateway_settings
 from tests.support.paths import POLICY, ROOT
@@ -103,10 +104,16 @@ def probed(
     mode = request.param
     # One mode probes with thinking off, the other with the engine's default (on).
     extra = NO_THINKING if mode == "patched" else {}
-    with ServerThread(create_engine(unpatched_sampler=mode == "unpatched")) as engine:
+    app = create_engine(unpatched_sampler=mode == "unpatched")
+    with ServerThread(app) as engine:
         with EngineClient(engine.url, timeout=30) as client:
             result = probe_engine(
-                client, upstream=engine.url, model=MODEL, routes=[CHAT, COMPLETIONS], extra=extra
+                client,
+                upstream=engine.url,
+                model=MODEL,
+                routes=[CHAT, COMPLETIONS],
+                extra=extra,
+                before_wave=wave_gate(app),
             )
         path = tmp_path_factory.mktemp(mode) / "probed.yaml"
         path.write_text(render_policy(result))
@@ -129,7 +136,7 @@ def test_every_other_field_is_found_as_the_engine_implements_it(probed: Probed, 
 
 
 def test_the_probe_stays_within_its_request_budget(probed: Probed) -> None:
-    assert probed.result.requests <= planned_requests([CHAT, COMPLETIONS]) == 85 <= 100
+    assert probed.result.requests <= planned_requests([CHAT, COMPLETIONS]) == 111 <= 120
 
 
 def test_the_evidence_inside_messages_is_the_prompt_tokens(probed: Probed) -> None:

@@ -12,6 +12,7 @@ what is checked. The ``fake_engine`` and the ``gateway`` (with this module's
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from collections import defaultdict
 from collections.abc import AsyncIterator
@@ -142,6 +143,22 @@ async def first_events(lines: AsyncIterator[str], n: int) -> list[int]:
     return sorted(indices)
 
 
+@contextlib.asynccontextmanager
+async def three_streams_begun(
+    engine: FakeEngine, gateway: Gateway, handler: Any = None
+) -> AsyncIterator[tuple[httpx.Response, AsyncIterator[str]]]:
+    """A streamed ``n=3`` request to an engine whose streams each send one chunk and stall
+    (``handler``, by default ``stalls_after_one_chunk()``), once the client has read the
+    first event of each choice: the response and its lines still to come. Leaving the
+    block hangs up."""
+    engine.handler = handler or stalls_after_one_chunk()
+    async with fan_client(gateway) as client:
+        async with client.stream("POST", CHAT, json=chat(n=3, stream=True)) as response:
+            lines = response.aiter_lines()
+            assert await first_events(lines, 3) == [0, 1, 2]
+            yield response, lines
+
+
 async def all_closed(engine: FakeEngine, *, choices: set[int]) -> None:
     """Return once the engine connection of each choice in ``choices`` is closed."""
     requests = [r for r in engine.requests if choice_of(r) in choices]
@@ -153,14 +170,11 @@ async def test_one_stream_failing_ends_the_answer_and_closes_the_others(
     fake_engine: FakeEngine, gateway: Gateway
 ) -> None:
     gate = asyncio.Event()
-    fake_engine.handler = stalls_after_one_chunk(broken=1, gate=gate)
+    handler = stalls_after_one_chunk(broken=1, gate=gate)
     with anyio.fail_after(DEADLINE):
-        async with fan_client(gateway) as client:
-            async with client.stream("POST", CHAT, json=chat(n=3, stream=True)) as response:
-                lines = response.aiter_lines()
-                assert await first_events(lines, 3) == [0, 1, 2]
-                gate.set()
-                rest = "".join([line + "\n" async for line in lines])
+        async with three_streams_begun(fake_engine, gateway, handler) as (_, lines):
+            gate.set()
+            rest = "".join([line + "\n" async for line in lines])
         assert error_event(rest)["code"] == "upstream_protocol_error"  # then [DONE]
         assert rest.count("[DONE]") == 1
         # The two healthy streams were still generating: the gateway closed them.
@@ -196,12 +210,9 @@ async def test_one_stream_going_silent_ends_the_answer_at_its_idle_time_out(
 async def test_client_hang_up_closes_all_n_engine_requests(
     fake_engine: FakeEngine, gateway: Gateway
 ) -> None:
-    fake_engine.handler = stalls_after_one_chunk()
     with anyio.fail_after(DEADLINE):
-        async with fan_client(gateway) as client:
-            async with client.stream("POST", CHAT, json=chat(n=3, stream=True)) as response:
-                assert await first_events(response.aiter_lines(), 3) == [0, 1, 2]
-            # Leaving the block closes the connection: the client hung up.
+        async with three_streams_begun(fake_engine, gateway) as (response, _):
+            pass  # Leaving the block closes the connection: the client hung up.
         await all_closed(fake_engine, choices={0, 1, 2})
         exchange = await gateway.recorder.wait_for_request(response.headers["x-request-id"])
     assert exchange.client_disconnected
@@ -252,14 +263,10 @@ async def test_a_failure_before_the_answer_starts_closes_the_others_at_once(
 async def test_drain_expiry_ends_a_fanout_stream_and_closes_all_n(
     fake_engine: FakeEngine, gateway: Gateway
 ) -> None:
-    fake_engine.handler = stalls_after_one_chunk()
     with anyio.fail_after(DEADLINE):
-        async with fan_client(gateway) as client:
-            async with client.stream("POST", CHAT, json=chat(n=3, stream=True)) as response:
-                lines = response.aiter_lines()
-                assert await first_events(lines, 3) == [0, 1, 2]
-                gateway.app.state.gateway.drain.expire()
-                rest = "".join([line + "\n" async for line in lines])
+        async with three_streams_begun(fake_engine, gateway) as (_, lines):
+            gateway.app.state.gateway.drain.expire()
+            rest = "".join([line + "\n" async for line in lines])
         assert error_event(rest)["code"] == "shutting_down"
         await all_closed(fake_engine, choices={0, 1, 2})
 

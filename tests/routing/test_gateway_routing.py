@@ -56,6 +56,15 @@ async def fleet(count: int, **env: str) -> AsyncIterator[tuple[str, Balancer, li
         yield url, balancer, engines
 
 
+@contextlib.asynccontextmanager
+async def one_slot() -> AsyncIterator[tuple[str, Balancer, HeldEngine]]:
+    """One engine, holding what it gets, behind a gateway that lets one request in flight."""
+    async with fleet(1, FT_GATEWAY_UPSTREAM__MAX_IN_FLIGHT="1") as (url, balancer, engines):
+        (engine,) = engines
+        engine.hold = True
+        yield url, balancer, engine
+
+
 def where(engines: list[HeldEngine], conversation: str) -> list[int]:
     """Which engine got each request of ``conversation``, in order of arrival there."""
     return [
@@ -175,16 +184,14 @@ async def test_a_burst_above_the_limit_queues_then_sheds_503_at_the_timeout() ->
 
 @pytest.mark.anyio
 async def test_a_freed_slot_goes_to_the_queue_in_order() -> None:
-    async with fleet(1, FT_GATEWAY_UPSTREAM__MAX_IN_FLIGHT="1") as (url, balancer, engines):
-        (engine,) = engines
-        engine.hold = True
+    async with one_slot() as (url, balancer, engine):
         async with httpx.AsyncClient(base_url=url, timeout=60) as client:
             tasks = []
             for i in range(3):
                 tasks.append(asyncio.create_task(client.post(CHAT, json=turn(f"q{i}", 1))))
                 await until(seen(engine, balancer, i + 1), "the request to queue")
             for expected in (1, 2, 3):
-                await arrivals(engines, expected)
+                await arrivals([engine], expected)
                 assert balancer.replicas[0].in_flight == 1
                 engine.release()
             results = await asyncio.gather(*tasks)
@@ -195,12 +202,10 @@ async def test_a_freed_slot_goes_to_the_queue_in_order() -> None:
 
 @pytest.mark.anyio
 async def test_a_queued_request_whose_client_leaves_is_dropped_at_once() -> None:
-    async with fleet(1, FT_GATEWAY_UPSTREAM__MAX_IN_FLIGHT="1") as (url, balancer, engines):
-        (engine,) = engines
-        engine.hold = True
+    async with one_slot() as (url, balancer, engine):
         async with httpx.AsyncClient(base_url=url, timeout=60) as client:
             held = asyncio.create_task(client.post(CHAT, json=turn("first", 1)))
-            await arrivals(engines, 1)
+            await arrivals([engine], 1)
             # A second client, on its own connection, queues and then hangs up.
             async with httpx.AsyncClient(base_url=url, timeout=60) as leaver:
                 leaving = asyncio.create_task(leaver.post(CHAT, json=turn("leaver", 1)))
@@ -216,7 +221,7 @@ async def test_a_queued_request_whose_client_leaves_is_dropped_at_once() -> None
             assert (await held).status_code == 200
             engine.hold = False
             assert (await client.post(CHAT, json=turn("third", 1))).status_code == 200
-        assert where(engines, "leaver") == []
+        assert where([engine], "leaver") == []
         assert balancer.replicas[0].in_flight == 0
 
 

@@ -155,24 +155,15 @@ async def test_a_second_gateway_cannot_join_a_live_port(tmp_path: Path) -> None:
     first_tmp.mkdir()
     second_tmp.mkdir()
     async with FakeEngine() as engine:
+        serve = ("--workers", "2", "--upstream", engine.url, "--policy", str(POLICY))
         async with gateway_process(
-            "--workers",
-            "2",
-            "--upstream",
-            engine.url,
-            "--policy",
-            str(POLICY),
+            *serve,
             env={"FT_GATEWAY_AUTH__KEYS_ENV": "PORT_TEST_KEYS", "PORT_TEST_KEYS": f"a:{key_hash}"},
             tmp=first_tmp,
         ) as first:
             port = (await first.wait_for_line(SERVING.pattern))[1]
             async with gateway_process(
-                "--workers",
-                "2",
-                "--upstream",
-                engine.url,
-                "--policy",
-                str(POLICY),
+                *serve,
                 env={"FT_GATEWAY_PORT": port},
                 tmp=second_tmp,
             ) as second:

@@ -4,6 +4,7 @@ and the checks that read them back. Standard library only: the fake engine uses 
 from __future__ import annotations
 
 import json
+import re
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -63,6 +64,15 @@ def chunk_event(content: str, *, model: str = MODEL, finish: str | None = None) 
             "choices": [choice],
         }
     )
+
+
+_FINGERPRINT = re.compile(rb'"system_fingerprint":"fp_[0-9a-f]{10}",')
+
+
+def without_fingerprint(data: bytes) -> bytes:
+    """``data`` without the ``system_fingerprint`` members the gateway inserts into an
+    engine's answer or chunks that lack one (gateway/proxy/fingerprint.py)."""
+    return _FINGERPRINT.sub(b"", data)
 
 
 def sse_events(body: str | bytes) -> list[str]:

@@ -20,7 +20,7 @@ def run_probe(
     toy: ToyEngine,
     routes: list[str] = BOTH,
     *,
-    max_requests: int = 100,
+    max_requests: int = 120,
     extra: dict[str, Any] | None = None,
 ) -> ProbeResult:
     """A probe of ``toy`` through its mock transport, dated DAY."""
