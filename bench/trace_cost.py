@@ -39,7 +39,7 @@ from gateway._types import Headers, Message
 from gateway.app.factory import create_app
 from gateway.routing.hint import NO_HINT, Hint
 from gateway.settings import load_settings
-from gateway.upstream.engines import Engines
+from gateway.upstream.engines import Engine, Engines
 
 ROOT = Path(__file__).resolve().parent.parent
 ROUTE = "/v1/chat/completions"
@@ -199,7 +199,7 @@ async def measure(
     async with contextlib.AsyncExitStack() as stack:
         for app, _ in apps.values():
             await stack.enter_async_context(app.router.lifespan_context(app))
-            app.state.gateway.engines = Engines(InProcessEngine())
+            app.state.gateway.engines = Engines(Engine("", InProcessEngine(), "in-process"))
         for kind, payload in bodies.items():
             body = orjson.dumps(payload)
             for app, _ in apps.values():

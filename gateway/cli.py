@@ -87,6 +87,11 @@ def _add_policy_commands(sub: Any) -> None:
         help="default: guessed from the body (completions for 'prompt', embeddings for "
         "'encoding_format', responses for 'input', rerank for 'documents', chat for 'messages')",
     )
+    p.add_argument(
+        "--model",
+        help="the request's model: with deployments in the config, explain as the deployment "
+        "serving it (its policy, the name its engine gets)",
+    )
     p.add_argument("--profile", help="apply this API-key profile's overlay")
     p.add_argument(
         "--key", help="the API key name: its profile's overlay, and its rate limits (config)"

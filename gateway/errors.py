@@ -7,6 +7,7 @@
     │   └── RequestTimeout            408
     ├── AuthenticationFailed          401  invalid_request_error / invalid_api_key
     ├── NotFound                      404  invalid_request_error / unknown_url
+    │   └── ModelNotFound             404  model_not_found  (param model)
     ├── MethodNotAllowed              405  invalid_request_error / method_not_allowed
     ├── RateLimited                   429  requests|tokens / rate_limit_exceeded  (Retry-After)
     ├── LimiterUnavailable            503  server_error / rate_limiter_unavailable
@@ -118,6 +119,18 @@ class NotFound(GatewayError):
     status = 404
     type = "invalid_request_error"
     default_code = "unknown_url"
+
+
+class ModelNotFound(NotFound):
+    """No deployment serves the request's model, or the caller's key may not use it
+    (OpenAI does not tell a key which models exist: one answer for both)."""
+
+    default_code = "model_not_found"
+
+    def __init__(self, model: str) -> None:
+        super().__init__(
+            f"The model `{model}` does not exist or you do not have access to it.", param="model"
+        )
 
 
 class MethodNotAllowed(GatewayError):

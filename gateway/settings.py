@@ -11,13 +11,14 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
+from gateway.deployments import URL_PATTERN, Deployment, ModelAccess
+from gateway.deployments import Upstream as Upstream  # the section's model, named here too
 from gateway.limits.config import Metering, RateLimits
-from gateway.routing.config import Affinity, Dns, Queue
 from gateway.yamlsource import Problem, SourceError, YamlDocument, load_yaml
 
 ENV_PREFIX = "FT_GATEWAY_"
@@ -56,96 +57,6 @@ class Listen(_Section):
         le=65535,
         description="serve /metrics on this port (same host) instead of the main one",
     )
-
-
-_URL = r"^https?://[^/]+"
-
-
-def _url_list(value: Any) -> Any:
-    if isinstance(value, str):
-        return [u.strip() for u in value.split(",") if u.strip()]
-    return value
-
-
-class Upstream(_Section):
-    """The engine behind the gateway: one (``url``) or several replicas (``urls``)."""
-
-    url: str = Field(default="http://127.0.0.1:8000", pattern=_URL)
-    urls: list[Annotated[str, Field(pattern=_URL)]] = Field(
-        default_factory=list,
-        min_length=1,
-        description="several engine replicas (instead of url); a string is split at commas",
-    )
-    eject_seconds: float = Field(
-        default=10.0,
-        gt=0,
-        description="a replica that refuses connections stays out this long, then must "
-        "pass a health check",
-    )
-    health_path: str = Field(default="/v1/models", pattern=r"^/")
-    identity: str | None = Field(
-        default=None,
-        description="what serves the requests, for system_fingerprint: the engine's build, "
-        "model and flags (e.g. 'ft-serve 0bca88f Qwen3.8-Flash-Next-NVFP4 tp2'); change it "
-        "when they change. Default: the engine URL(s)",
-    )
-    api_key_env: str | None = Field(
-        default=None,
-        description="name of the environment variable that holds the engine's API key "
-        "(never the key itself)",
-    )
-    client: Literal["httpx", "aiohttp", "httptools"] = Field(
-        default="httptools",
-        description="upstream HTTP client: httpx, aiohttp, or httptools (the fastest; "
-        "plain HTTP/1.1 only)",
-    )
-    max_connections: int = Field(default=1000, ge=1, description="per replica")
-    responses: Literal["translate", "native"] = Field(
-        default="translate",
-        description="/v1/responses: translate to chat completions, or forward to the "
-        "engine's own /v1/responses (native)",
-    )
-    # Engine-aware routing (docs/routing.md).
-    routing: Literal["least_in_flight", "affinity"] = Field(
-        default="least_in_flight",
-        description="least_in_flight, or affinity: a key's requests stay on one replica "
-        "while its load is within affinity.load_factor",
-    )
-    affinity: Affinity = Field(default_factory=Affinity)
-    max_in_flight: int | None = Field(
-        default=None,
-        ge=1,
-        description="requests in flight per replica (per gateway process) at most; past it "
-        "they wait in the queue. None: no limit",
-    )
-    queue: Queue = Field(default_factory=Queue)
-    dns: Dns | None = Field(default=None, description="replicas from a DNS name (instead of urls)")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _several(cls, data: Any) -> Any:
-        # FT_GATEWAY_UPSTREAM and --upstream set url; commas there mean several.
-        if isinstance(data, dict):
-            if data.get("dns") is not None and "urls" in data:
-                raise ValueError("give 'urls' or 'dns' (replicas from a DNS name), not both")
-            url = data.get("url")
-            if isinstance(url, str) and "," in url:
-                if "urls" in data:
-                    raise ValueError("give 'url' (one engine) or 'urls' (several), not both")
-                data = {k: v for k, v in data.items() if k != "url"}
-                data["urls"] = url
-            if "urls" in data:
-                if "url" in data:
-                    raise ValueError("give 'url' (one engine) or 'urls' (several), not both")
-                data = {**data, "urls": _url_list(data["urls"])}
-                if isinstance(data["urls"], list) and data["urls"]:
-                    data["url"] = data["urls"][0]
-        return data
-
-    @property
-    def replicas(self) -> list[str]:
-        """Every engine base URL: ``urls``, or ``url`` alone."""
-        return list(self.urls) if self.urls else [self.url]
 
 
 class Timeouts(_Section):
@@ -231,7 +142,7 @@ class Tracing(_Section):
     enabled: bool = Field(default=False, description="one span per request, exported over OTLP")
     endpoint: str | None = Field(
         default=None,
-        pattern=_URL,
+        pattern=URL_PATTERN,
         description="the collector's traces URL, e.g. http://127.0.0.1:4318/v1/traces "
         "(unset: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT)",
     )
@@ -321,6 +232,15 @@ class Settings(_Section):
     store: Store = Field(default_factory=Store)
     rate_limits: RateLimits = Field(default_factory=RateLimits)
     metering: Metering = Field(default_factory=Metering)
+    deployments: list[Deployment] = Field(
+        default_factory=list,
+        description="several engine deployments, picked by the request's model (docs/fleet.md); "
+        "empty: the upstream and policy above serve any model name",
+    )
+    model_access: ModelAccess = Field(
+        default_factory=ModelAccess,
+        description="API keys and profiles limited to some models (others get a 404)",
+    )
     capture: Capture = Field(default_factory=Capture)
     # Where these settings came from (the config file and the flags), so that a
     # reload can read the file again (gateway/limits/reload.py).
@@ -456,6 +376,10 @@ def load_settings(
             value = getattr(node, key)
             if isinstance(value, Path) and not value.is_absolute():
                 setattr(node, key, here / value)
+        if ("deployments",) not in origin:  # each deployment's policy, as ``policy``
+            for deployment in settings.deployments:
+                if deployment.policy is not None and not deployment.policy.is_absolute():
+                    deployment.policy = here / deployment.policy
     settings._declared = settings.model_dump(mode="json")
     return settings
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, Protocol
 
 from gateway._types import Headers
 from gateway.drain import Drain
@@ -14,7 +15,21 @@ from gateway.policy.engine import Policy
 from gateway.policy.fingerprint import Fingerprints
 from gateway.routing.hint import Hinter
 from gateway.settings import Settings
-from gateway.upstream.engines import Engines
+from gateway.upstream.engines import Engines, Target
+
+
+class ModelsOfKeys(Protocol):
+    """Which models each key may use (gateway/fleet/access.py)."""
+
+    def allowed(self, client: str | None, profile: str | None) -> frozenset[str] | None: ...
+
+    def may_use(self, client: str | None, profile: str | None, model: str) -> bool: ...
+
+
+class ModelRouting(Protocol):
+    """What the endpoint asks of a request's model (gateway/fleet/router.py)."""
+
+    def route(self, call: Any, body: dict[str, Any], content: str) -> Target | None: ...
 
 
 @dataclass
@@ -24,7 +39,6 @@ class GatewayState:
 
     settings: Settings
     policy: Policy
-    upstream_auth: bytes | None = None
     observer: Observer = field(default_factory=NullObserver)
     # Checks the client's credentials: returns (client name, policy profile) or
     # raises AuthenticationFailed. None: no keys configured.
@@ -34,6 +48,9 @@ class GatewayState:
     tracer: Tracer | None = None  # None: tracing is off
     hinter: Hinter | None = None  # None: no routing hints (least in flight, no priorities)
     limiter: Limiter | None = None  # None: no rate limits configured
+    models: ModelsOfKeys | None = None  # None: every key may use every model
+    # Routes requests by model (fleet/router.py); None: one deployment, no key limited.
+    router: ModelRouting | None = None
     capture: BodyCapture | None = None  # None: request bodies are not captured (the default)
     # system_fingerprint for engines that send none (policy/fingerprint.py).
     fingerprints: Fingerprints = field(init=False)

@@ -25,6 +25,10 @@ from gateway.app.mount import make_route
 from gateway.app.reload import Reloader
 from gateway.app.reloadable import load_reloadable
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound, render
+from gateway.fleet.access import make_gate
+from gateway.fleet.engines import engine_dns, hinter_for, open_engines
+from gateway.fleet.models import ModelList
+from gateway.fleet.router import ModelRouter, needs_router
 from gateway.limits.limiter import make_limiter
 from gateway.observe.capture import BodyCapture
 from gateway.observe.exchange import UNSERVED, Exchange, Observer, Observers, Tracer
@@ -38,13 +42,10 @@ from gateway.proxy.openai import ModelsRoute
 from gateway.responses.routes import stored_routes
 from gateway.responses.store import make_store
 from gateway.routes import ROUTES
-from gateway.routing.hint import Hinter
 from gateway.settings import Settings
 from gateway.state import GatewayState
 from gateway.upstream.balancer import Balancer
 from gateway.upstream.discovery import discovering
-from gateway.upstream.engines import Engines
-from gateway.upstream.factory import make_upstream
 
 if TYPE_CHECKING:
     from opentelemetry.sdk.trace.export import SpanExporter
@@ -109,22 +110,15 @@ def create_app(
     ``span_exporter``: where spans go instead of OTLP (the bench's no-op one)."""
     # The same function builds what a reload and ``check`` build: they agree.
     live = load_reloadable(settings, policy=policy)
-    key = settings.upstream_api_key()
-    state = GatewayState(
-        settings=settings,
-        policy=live.policy,
-        upstream_auth=f"Bearer {key}".encode() if key else None,
-    )
+    state = GatewayState(settings=settings, policy=live.policy)
     if settings.capture.enabled:
         state.capture = BodyCapture(settings.capture)
-    upstream = settings.upstream
-    if upstream.routing == "affinity" or upstream.max_in_flight is not None:
-        state.hinter = Hinter(
-            upstream.affinity if upstream.routing == "affinity" else None,
-            low_priority_profiles=frozenset(upstream.queue.low_priority_profiles),
-        )
+    if not settings.deployments:  # a fleet's hints are each deployment's (fleet/router.py)
+        state.hinter = hinter_for(settings.upstream)
     if live.keyring is not None:
         state.authenticate = live.keyring.authenticate
+    state.models = make_gate(settings.model_access)
+    state.router = ModelRouter(state) if needs_router(state) else None
 
     state.limiter = make_limiter(
         settings.rate_limits, worker_dir=worker_dir, worker_index=worker_index
@@ -150,21 +144,36 @@ def create_app(
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        state.engines = engines = Engines(make_upstream(settings, transport=transport))
-        for pool in engines.pools():
+        state.engines = engines = open_engines(settings, live.policies, transport=transport)
+        # A reload's new table keeps the pools of the deployments it leaves unchanged.
+        reloader.reopen = lambda new: open_engines(
+            new.settings, new.policies, transport=transport, reuse=state.engines
+        )
+        # The routing metrics are one balancer's; a fleet's are by deployment.
+        for pool in engines.pools() if not engines.fleet else ():
             if isinstance(pool, Balancer):
                 metrics.tallies.routing = pool.tallies
                 metrics.routing_gauges = pool.gauges
+        if engines.fleet:
+            # By deployment instead, from the live table (a reload may swap it).
+            metrics.deployment_pools = lambda: [
+                (e.name, e.upstream)
+                for e in state.engines.engines
+                if isinstance(e.upstream, Balancer)
+            ]
         try:
-            async with (
-                reloader.running(watch=settings.watch_policy),
-                exposure.serving(),
-                discovering(engines.upstream_for(None), settings.upstream.dns),
-            ):
+            async with contextlib.AsyncExitStack() as stack:
+                await stack.enter_async_context(reloader.running(watch=settings.watch_policy))
+                await stack.enter_async_context(exposure.serving())
+                for engine in engines.engines:
+                    dns = (
+                        settings.upstream.dns if not engines.fleet else engine_dns(settings, engine)
+                    )
+                    await stack.enter_async_context(discovering(engine.upstream, dns))
                 yield
         finally:
             try:
-                await engines.aclose()
+                await state.engines.aclose()  # the live table: a reload may have swapped it
                 if store is not None:
                     await store.aclose()
                 if state.limiter is not None:
@@ -179,9 +188,19 @@ def create_app(
         ("POST", path): ProxyEndpoint(state, make_route(state, path, store=store))
         for path in ROUTES
     }
-    proxied["GET", "/v1/models"] = ProxyEndpoint(state, ModelsRoute(state))
+    if settings.deployments:
+        # A fleet answers its model list itself, from its table (fleet/models.py).
+        models = ModelList(state)
+        fleet_routes = [
+            Route("/v1/models", models.list, methods=["GET"]),
+            Route("/v1/models/{model:path}", models.one, methods=["GET"]),
+        ]
+    else:
+        proxied["GET", "/v1/models"] = ProxyEndpoint(state, ModelsRoute(state))
+        fleet_routes = []
     routes = [Route(path, endpoint, methods=[m]) for (m, path), endpoint in proxied.items()]
     routes += [
+        *fleet_routes,
         *stored_routes(state, store),
         Route("/healthz", health.healthz, methods=["GET"]),
         Route("/readyz", health.readyz, methods=["GET"]),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from typing import Any
 
@@ -11,6 +12,7 @@ from starlette.responses import JSONResponse, Response
 from gateway.app.reload import Reloader
 from gateway.errors import GatewayError
 from gateway.state import GatewayState
+from gateway.upstream.base import UpstreamClient
 
 
 class Health:
@@ -55,14 +57,37 @@ class Health:
                 body["status"] = "not ready"
                 body["reason"] = "rate limits: the store is down and on_failure is fail_closed"
                 return JSONResponse(body, status_code=503)
-        try:
-            upstream = state.engines.upstream_for(None)
-            response = await upstream.request("GET", "/v1/models", headers=[], body=b"")
-            await response.aclose()
-            if response.status >= 500:
-                raise RuntimeError(f"engine answered HTTP {response.status}")
-        except (GatewayError, RuntimeError) as exc:
+        engines = state.engines
+        if not engines.fleet:
+            problem = await _engine_problem(engines.default.upstream)
+            if problem is not None:
+                body["status"] = "not ready"
+                body["reason"] = f"upstream: {problem}"
+                return JSONResponse(body, status_code=503)
+            return JSONResponse(body)
+        # A fleet is ready while any deployment can serve: one engine down must not take
+        # the gateway out of a Service that the others still serve through.
+        problems = await asyncio.gather(*(_engine_problem(e.upstream) for e in engines.engines))
+        body["deployments"] = {
+            engine.name: {"status": "up"}
+            if problem is None
+            else {"status": "down", "reason": problem}
+            for engine, problem in zip(engines.engines, problems, strict=True)
+        }
+        if all(problem is not None for problem in problems):
             body["status"] = "not ready"
-            body["reason"] = f"upstream: {exc}"
+            body["reason"] = "upstream: no deployment can serve"
             return JSONResponse(body, status_code=503)
         return JSONResponse(body)
+
+
+async def _engine_problem(upstream: UpstreamClient) -> str | None:
+    """Why ``upstream`` cannot serve now, or None when it answers."""
+    try:
+        response = await upstream.request("GET", "/v1/models", headers=[], body=b"")
+        await response.aclose()
+        if response.status >= 500:
+            return f"engine answered HTTP {response.status}"
+    except GatewayError as exc:
+        return str(exc)
+    return None

@@ -38,10 +38,14 @@ from gateway.app.reloadable import (
     restart_only_changes,
 )
 from gateway.app.reloadstatus import ReloadStatus, remove_status, status_dir, write_status
+from gateway.fleet.access import make_gate
+from gateway.fleet.reload import fleet_changed, fleet_reload_problems
+from gateway.fleet.router import ModelRouter
 from gateway.observe.metrics import Metrics
 from gateway.policy.engine import Policy
 from gateway.settings import Settings, load_settings
 from gateway.state import GatewayState
+from gateway.upstream.engines import Engines
 from gateway.yamlsource import Problem, SourceError
 
 logger = logging.getLogger("gateway.reload")
@@ -78,6 +82,8 @@ class Reloader:
         self.metrics = metrics
         self.keys: tuple[ApiKey, ...] | None = keyring.keys if keyring is not None else None
         self.last: ReloadResult | None = None
+        # Opens a new table of engines for a reloaded fleet (set by the app's lifespan).
+        self.reopen: Callable[[Reloadable], Engines] | None = None
         self.attempts = 0
         self._lock = asyncio.Lock()
         self._attempted = asyncio.Condition()
@@ -124,7 +130,7 @@ class Reloader:
     def _files(self) -> list[Path]:
         settings = self.state.settings
         source = settings.source
-        files = [settings.policy]
+        files = [settings.policy, *(d.policy for d in settings.deployments if d.policy)]
         if source is not None and source[0] is not None:
             files.append(Path(source[0]))
         if settings.auth.keys_file is not None:
@@ -157,6 +163,7 @@ class Reloader:
             config.problem(path, "changes only with a restart (reload leaves it as it is)")
             for path in restart_only_changes(self.state.settings, settings)
         ]
+        problems.extend(fleet_reload_problems(self.state.settings, settings, config.problem))
         if self.state.limiter is None and settings.rate_limits.enabled:
             problems.append(
                 config.problem(
@@ -195,8 +202,22 @@ class Reloader:
             if limits != limiter.config:
                 limiter.reconfigure(limits)
                 changed.append("rate limits")
+        if self.reopen is not None and fleet_changed(state.engines, new.settings, new.policies):
+            state.engines = self.reopen(new)
+            changed.append("deployments")
+        access = new.settings.model_access
+        if access != state.settings.model_access:
+            state.models = make_gate(access)
+            state.router = ModelRouter(state) if state.engines.fleet or state.models else None
+            changed.append("model access")
         state.settings = state.settings.model_copy(
-            update={"policy": new.settings.policy, "auth": new.settings.auth, "rate_limits": limits}
+            update={
+                "policy": new.settings.policy,
+                "auth": new.settings.auth,
+                "rate_limits": limits,
+                "model_access": access,
+                "deployments": new.settings.deployments,
+            }
         )
         fields = _policy_fields(state.policy) | {"event": "reload", "trigger": trigger}
         if not changed:

@@ -16,18 +16,25 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from gateway.access.keys import Keyring, load_keyring
+from gateway.fleet.check import access_problems, load_fleet_policies
 from gateway.limits.report import limit_problems
 from gateway.policy.engine import Policy
 from gateway.policy.loading import load_policy_file
 from gateway.settings import Settings
 from gateway.yamlsource import Location, Problem, SourceError, YamlDocument, load_yaml
 
-_RELOADABLE: tuple[Location, ...] = (("policy",), ("auth",), ("rate_limits",))
+_RELOADABLE: tuple[Location, ...] = (
+    ("policy",),
+    ("auth",),
+    ("rate_limits",),
+    ("model_access",),
+    ("deployments",),
+)
 _RESTART_ONLY: tuple[Location, ...] = (("rate_limits", "store"), ("rate_limits", "redis"))
 
 
@@ -39,6 +46,8 @@ class Reloadable:
     settings: Settings
     policy: Policy
     keyring: Keyring | None  # None: no API keys configured
+    # Each deployment's policy by its name (the fleet; empty: one deployment, ``policy``).
+    policies: Mapping[str, Policy] = field(default_factory=dict)
 
 
 def read_policy(path: Path) -> Policy:
@@ -91,12 +100,14 @@ def load_reloadable(
             policy = read_policy(settings.policy)
         except SourceError as exc:
             problems.extend(exc.problems)
+    policies = load_fleet_policies(settings, policy, config.problem, problems, environ)
+    profiles = {p for one in (policy, *policies.values()) if one for p in one.source.profiles}
     keyring: Keyring | None = None
     auth = settings.auth
     if policy is not None and auth.enabled:
         try:
             keyring = load_keyring(
-                auth.keys_file, auth.keys_env, profiles=policy.source.profiles, environ=environ
+                auth.keys_file, auth.keys_env, profiles=profiles, environ=environ
             )
         except SourceError as exc:
             problems.extend(exc.problems)
@@ -105,13 +116,16 @@ def load_reloadable(
             limit_problems(
                 settings.rate_limits,
                 key_names=[k.name for k in keyring.keys] if keyring is not None else None,
-                profiles=policy.source.profiles,
+                profiles=profiles,
                 where=config.problem,
             )
         )
+    if policy is not None and (keyring is not None or not auth.enabled):
+        key_names = [k.name for k in keyring.keys] if keyring is not None else None
+        problems.extend(access_problems(settings, key_names, profiles, config.problem))
     if problems or policy is None:
         raise SourceError(problems)
-    return Reloadable(settings, policy, keyring)
+    return Reloadable(settings, policy, keyring, policies)
 
 
 def restart_only_changes(live: Settings, new: Settings) -> list[Location]:

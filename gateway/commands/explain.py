@@ -18,7 +18,8 @@ import orjson
 from gateway import routes
 from gateway.access.keys import load_keyring
 from gateway.commands.check import display_path
-from gateway.errors import GatewayError, render
+from gateway.deployments import Deployment, find_model
+from gateway.errors import GatewayError, ModelNotFound, render
 from gateway.limits.limiter import reservation
 from gateway.limits.report import describe_limits
 from gateway.policy.engine import STEPS, Outcome, Policy, apply_policy
@@ -131,6 +132,15 @@ def format_explanation(result: Explanation, policy: Policy) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _with_model(raw: bytes, model: str) -> bytes:
+    """``raw`` with its ``model`` set (a body that is no JSON object is left to the parser)."""
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        return raw
+    return orjson.dumps({**body, "model": model}) if isinstance(body, dict) else raw
+
+
 def _profile_of(settings: Settings, name: str, source: PolicyFile) -> str | None:
     """The profile of the API key ``name`` (SourceError if there is no such key)."""
     auth = settings.auth
@@ -146,15 +156,26 @@ def run(args: argparse.Namespace) -> int:
     settings: Settings | None = None
     profile = args.profile
     try:
-        if args.key or not args.policy:
+        if args.key or not args.policy or args.model:
             settings = load_settings(config_path(args.config))
         path = Path(args.policy) if args.policy else settings.policy if settings else Path()
+        stdin = args.request in (None, "-")
+        raw = sys.stdin.buffer.read() if stdin else Path(args.request).read_bytes()
+        routed: tuple[Deployment, str] | None = None
+        if args.model and settings is not None and settings.deployments:
+            routed = find_model(settings.deployments, args.model)
+            if routed is None:
+                sys.stdout.write(f"model {args.model}: no deployment serves it\n-> HTTP 404:\n")
+                sys.stdout.write(render(ModelNotFound(args.model)).decode() + "\n")
+                return 1
+            if not args.policy and routed[0].policy is not None:
+                path = routed[0].policy
+        if args.model:
+            raw = _with_model(raw, routed[1] if routed is not None else args.model)
         if args.key and settings is not None:
             profile = profile or _profile_of(settings, args.key, load_policy_file(path)[0])
         source, digest = load_policy_file(path)
         policy = Policy(source, digest=digest, path=display_path(args.policy or path))
-        stdin = args.request in (None, "-")
-        raw = sys.stdin.buffer.read() if stdin else Path(args.request).read_bytes()
     except SourceError as exc:
         print(f"ft-gateway explain: cannot load the policy:\n{exc}", file=sys.stderr)
         return 2
@@ -175,7 +196,16 @@ def run(args: argparse.Namespace) -> int:
                 fields=routes.ROUTES[result.route].max_tokens,
             )
     if args.json:
-        sys.stdout.write(json.dumps(result.as_dict(), indent=2) + "\n")
+        shown = result.as_dict()
+        if routed is not None:
+            shown["deployment"] = {"name": routed[0].name, "served_model": routed[1]}
+        sys.stdout.write(json.dumps(shown, indent=2) + "\n")
     else:
+        if routed is not None:
+            deployment, served = routed
+            sys.stdout.write(
+                f"model {args.model}: deployment {deployment.name} "
+                f"({', '.join(deployment.upstream.replicas)}), served as {served}\n"
+            )
         sys.stdout.write(format_explanation(result, policy))
     return 0 if result.error is None else 1

@@ -61,6 +61,17 @@ class RedisStore(_Section):
     )
 
 
+class ModelLimits(_Section):
+    """The limits of one model: of each key that uses it, and of all of them together."""
+
+    per_key: RateLimit | None = Field(
+        default=None, description="each API key's limits on this model (its own counters)"
+    )
+    total: RateLimit | None = Field(
+        default=None, description="the model's limits, every key's requests counted together"
+    )
+
+
 class RateLimits(_Section):
     """Per-key limits: requests and tokens per minute, tokens per day, concurrency."""
 
@@ -69,6 +80,11 @@ class RateLimits(_Section):
         default_factory=dict, description="limits of the keys that select a policy profile"
     )
     keys: dict[str, RateLimit] = Field(default_factory=dict, description="limits by key name")
+    models: dict[str, ModelLimits] = Field(
+        default_factory=dict,
+        description="limits by the model a request asks for (the name its engine serves), "
+        "on top of the key's",
+    )
     store: Literal["local", "redis"] = Field(
         default="local", description="local (this machine) or redis (shared by pods)"
     )
@@ -81,7 +97,9 @@ class RateLimits(_Section):
 
     @property
     def enabled(self) -> bool:
-        return self.default is not None or bool(self.profiles) or bool(self.keys)
+        return (
+            self.default is not None or bool(self.profiles) or bool(self.keys) or bool(self.models)
+        )
 
 
 class Metering(_Section):

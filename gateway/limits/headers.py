@@ -59,11 +59,16 @@ def rate_headers(limit: Limit, verdict: Verdict) -> Headers:
     return out
 
 
-def refusal(limit: Limit, verdict: Verdict, *, client: str | None, tokens: int) -> RateLimited:
-    """The 429 for a refused request: a message naming the limit, and the headers."""
+def refusal(
+    limit: Limit, verdict: Verdict, *, client: str | None, tokens: int, model: str | None = None
+) -> RateLimited:
+    """The 429 for a refused request: a message naming the limit (and the model, for a
+    model's limits), and the headers."""
     name = verdict.refused or REQUESTS
     value = getattr(limit, name)
     who = f" for key '{client}'" if client else ""
+    if model is not None:
+        who += f" on model '{model}'"
     headers = {k.decode(): v.decode() for k, v in rate_headers(limit, verdict)}
     kind = "requests" if name in (REQUESTS, CONCURRENT) else "tokens"
     if verdict.too_large:

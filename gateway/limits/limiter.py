@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from gateway.errors import LimiterUnavailable
-from gateway.limits.config import RateLimits
+from gateway.limits.config import ModelLimits, RateLimits
 from gateway.limits.gcra import Limit, Verdict, resolve
 from gateway.limits.headers import rate_headers, refusal
 from gateway.limits.local import LocalStore
@@ -66,6 +66,7 @@ class Ticket:
     lease: str
     headers: list[tuple[bytes, bytes]]
     counted: bool = True  # False: admitted without the store (fail_open)
+    also: tuple[Ticket, ...] = ()  # the holds on the request's model's limits
 
 
 @dataclass
@@ -131,13 +132,45 @@ class Limiter:
             self._limits[(client, profile)] = found
         return found
 
-    async def admit(self, client: str | None, profile: str | None, *, tokens: int) -> Ticket | None:
+    async def admit(
+        self, client: str | None, profile: str | None, *, tokens: int, model: str | None = None
+    ) -> Ticket | None:
         """Admit one request reserving ``tokens``: its Ticket (None if the key has no
-        limits), or RateLimited (429) / LimiterUnavailable (503, failing closed)."""
+        limits), or RateLimited (429) / LimiterUnavailable (503, failing closed). With
+        limits on ``model``, its per-key and total counters admit it too."""
         limit = self.limit_for(client, profile)
-        if limit is None:
-            return None
         bucket = client if client is not None else ANONYMOUS
+        ticket = await self._take(bucket, limit, tokens, client) if limit is not None else None
+        models = self.config.models
+        if not models or model is None or model not in models:
+            return ticket
+        taken: list[Ticket] = []
+        try:
+            for name, layer in self._model_buckets(model, bucket, models[model]):
+                taken.append(await self._take(name, layer, tokens, client, model))
+        except BaseException:
+            for held in (ticket, *taken) if ticket is not None else taken:
+                await self.settle(held, None, status=0)
+            raise
+        if ticket is None:
+            ticket = taken.pop(0)
+        ticket.also = tuple(taken)
+        return ticket
+
+    @staticmethod
+    def _model_buckets(model: str, bucket: str, limits: ModelLimits) -> list[tuple[str, Limit]]:
+        # Key names have no ":" (access/keys.py): these never meet a key's own bucket.
+        out = []
+        per_key, total = resolve(limits.per_key), resolve(limits.total)
+        if per_key is not None:
+            out.append((f"model:{model}:key:{bucket}", per_key))
+        if total is not None:
+            out.append((f"model:{model}", total))
+        return out
+
+    async def _take(
+        self, bucket: str, limit: Limit, tokens: int, client: str | None, model: str | None = None
+    ) -> Ticket:
         health = self.health
         if health.down_since is not None and time.monotonic() < health.retry_at:
             return self._without_store(bucket, limit, tokens)
@@ -165,7 +198,7 @@ class Limiter:
             )
             health.down_since = None
         if not verdict.allowed:
-            raise refusal(limit, verdict, client=client, tokens=tokens)
+            raise refusal(limit, verdict, client=client, tokens=tokens, model=model)
         return Ticket(bucket, limit, tokens, lease, rate_headers(limit, verdict))
 
     def _failed(self, exc: BaseException) -> None:
@@ -205,6 +238,8 @@ class Limiter:
         """The request ended having used ``usage`` with HTTP ``status`` (usage None:
         unknown, the reservation stays charged unless the status is an error or no
         answer, 0); frees its concurrency slot."""
+        for held in ticket.also:
+            await self.settle(held, usage, status=status)
         if not ticket.counted:
             return
         if usage is not None:

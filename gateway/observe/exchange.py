@@ -29,6 +29,8 @@ class Exchange:
     # What a request may never set keeps its class default: a record is built per
     # request, and setting only what it has costs a quarter of a dataclass's __init__.
     model: str | None = None
+    deployment: str | None = None  # a fleet's deployment that served it (its config name)
+    served: str | None = None  # the model name its engine got (a fleet's, from the config)
     client: str | None = None  # the API key's name, when keys are on
     stream: bool = False
     status: int = 0

@@ -88,7 +88,7 @@ def request_record(exchange: Exchange, now: float) -> dict[str, Any]:
     started = exchange.upstream_started
     first = exchange.first_byte
     usage = exchange.usage
-    return {
+    line = {
         "request_id": exchange.request_id,
         "method": exchange.method,
         "path": exchange.path,
@@ -111,6 +111,9 @@ def request_record(exchange: Exchange, now: float) -> dict[str, Any]:
         "rate_limited": exchange.rate_limited,
         "reported": _reported(exchange) if exchange.report is not None else None,
     }
+    if exchange.deployment is not None:  # a fleet's: a name from the config
+        line["deployment"] = exchange.deployment
+    return line
 
 
 def _reported(exchange: Exchange) -> dict[str, Any] | None:

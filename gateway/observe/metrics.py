@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -35,7 +35,12 @@ from gateway.observe.exchange import Exchange
 from gateway.observe.families import add_counts, counter, histogram
 from gateway.observe.histogram import LATENCY_BUCKETS as LATENCY_BUCKETS
 from gateway.observe.histogram import Histogram as Histogram
-from gateway.observe.routingmetrics import RoutingTallies, routing_families
+from gateway.observe.routingmetrics import (
+    RoutedPool,
+    RoutingTallies,
+    deployment_routing_families,
+    routing_families,
+)
 from gateway.policy.engine import Policy
 
 OTHER = "(other)"
@@ -92,6 +97,11 @@ class Tallies:
     rate_limited: dict[tuple[str, str], int] = field(default_factory=dict)  # (client, limit)
     limit_store_errors: int = 0
     limit_store_bypassed: int = 0
+    # A fleet's requests by (deployment, served model, status), and its deployments'
+    # time to first byte: names from the config, so the labels are bounded by it.
+    deployments: dict[tuple[str, str, int], int] = field(default_factory=dict)
+    deployment_ttfb: dict[str, Histogram] = field(default_factory=dict)
+    deployment_routing: dict[str, RoutingTallies] = field(default_factory=dict)
 
     def merge(self, other: Tallies) -> None:
         """Add ``other``'s numbers to these (another worker's, for one scrape)."""
@@ -106,9 +116,16 @@ class Tallies:
         add_counts(self.client_tokens, other.client_tokens)
         add_counts(self.usage_missing, other.usage_missing)
         add_counts(self.rate_limited, other.rate_limited)
+        add_counts(self.deployments, other.deployments)
+        for name, routing in other.deployment_routing.items():
+            self.deployment_routing.setdefault(name, RoutingTallies()).merge(routing)
         self.limit_store_errors += other.limit_store_errors
         self.limit_store_bypassed += other.limit_store_bypassed
-        for hists, others in ((self.latency, other.latency), (self.ttfb, other.ttfb)):
+        for hists, others in (
+            (self.latency, other.latency),
+            (self.ttfb, other.ttfb),
+            (self.deployment_ttfb, other.deployment_ttfb),
+        ):
             for route, hist in others.items():
                 hists.setdefault(route, Histogram()).merge(hist)
         self.in_flight += other.in_flight
@@ -151,6 +168,8 @@ class Metrics:
         # Fills the routing gauges when scraped (set by the balancer, if any).
         self.routing_gauges: Callable[[RoutingTallies], None] | None = None
         self.limiter: Limiter | None = None  # read when scraped
+        # A fleet's balancers by deployment, read when scraped (set by the app).
+        self.deployment_pools: Callable[[], Iterable[tuple[str, RoutedPool]]] | None = None
         self.registry.register(self)
 
     # The Observer protocol.
@@ -185,6 +204,9 @@ class Metrics:
         if exchange.rate_limited is not None:
             rkey = (exchange.client or "", exchange.rate_limited)
             t.rate_limited[rkey] = t.rate_limited.get(rkey, 0) + 1
+        deployment = exchange.deployment
+        if deployment is not None:
+            self._count_deployment(exchange, deployment)
         usage = exchange.usage
         if usage is not None:
             self._count_tokens(route, model, exchange.client, usage)
@@ -207,6 +229,17 @@ class Metrics:
             kind = "engine_5xx" if (exchange.upstream_status or 0) >= 500 else None
         if kind is not None:
             t.upstream_errors[kind] = t.upstream_errors.get(kind, 0) + 1
+
+    def _count_deployment(self, exchange: Exchange, deployment: str) -> None:
+        t = self.tallies
+        key = (deployment, exchange.served or "", exchange.status or CLIENT_CLOSED)
+        t.deployments[key] = t.deployments.get(key, 0) + 1
+        started, first = exchange.upstream_started, exchange.first_byte
+        if started is not None and first is not None:
+            ttfb = t.deployment_ttfb.get(deployment)
+            if ttfb is None:
+                ttfb = t.deployment_ttfb[deployment] = Histogram()
+            ttfb.observe(first - started)
 
     def _count_tokens(self, route: str, model: str, client: str | None, usage: Usage) -> None:
         # Written out, not looped over the three kinds: this runs on every answer.
@@ -269,6 +302,12 @@ class Metrics:
         if self.limiter is not None:
             self.tallies.limit_store_errors = self.limiter.health.errors
             self.tallies.limit_store_bypassed = self.limiter.health.bypassed
+        if self.deployment_pools is not None:
+            routing = {}
+            for name, pool in self.deployment_pools():
+                pool.gauges(pool.tallies)
+                routing[name] = pool.tallies
+            self.tallies.deployment_routing = routing
         self.tallies.in_flight = len(live)
         # A stream is in flight once the policy let it through to the engine.
         self.tallies.streams_in_flight = sum(
@@ -288,6 +327,19 @@ def families(t: Tallies) -> Iterator[Metric]:
         "Requests answered, by route, model and HTTP status (499: the client left first).",
         ["route", "model", "status"],
         t.requests,
+    )
+    yield counter(
+        "ft_gateway_deployment_requests",
+        "A fleet's requests by deployment, the model its engine serves (an alias counts as "
+        "the name it stands for) and HTTP status.",
+        ["deployment", "model", "status"],
+        t.deployments,
+    )
+    yield histogram(
+        "ft_gateway_deployment_ttfb_seconds",
+        "A fleet's time to first byte by deployment (as ft_gateway_upstream_ttfb_seconds).",
+        ["deployment"],
+        t.deployment_ttfb,
     )
     yield counter(
         "ft_gateway_policy_decisions",
@@ -410,3 +462,4 @@ def families(t: Tallies) -> Iterator[Metric]:
     yield info
     yield loaded
     yield from routing_families(t.routing)
+    yield from deployment_routing_families(t.deployment_routing)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from prometheus_client.metrics_core import Metric
 
@@ -17,6 +17,14 @@ from gateway.observe.families import add_counts, counter, gauge, histogram
 from gateway.observe.histogram import Histogram
 
 QUEUE_OUTCOMES = ("admitted", "timeout", "left")
+
+
+class RoutedPool(Protocol):
+    """A balancer, as the metrics read it when scraped."""
+
+    tallies: RoutingTallies
+
+    def gauges(self, tallies: RoutingTallies) -> None: ...
 
 
 @dataclass
@@ -143,4 +151,27 @@ def routing_families(t: RoutingTallies) -> Iterator[Metric]:
         "timeout (waited upstream.queue.timeout).",
         ["reason"],
         t.shed,
+    )
+
+
+def deployment_routing_families(by: dict[str, RoutingTallies]) -> Iterator[Metric]:
+    """A fleet's replicas and queues by deployment (names from the config)."""
+    yield gauge(
+        "ft_gateway_deployment_replicas",
+        "A fleet's engine replicas by deployment and state (in_service, ejected, draining).",
+        ["deployment", "state"],
+        {(d, state): n for d, t in by.items() for state, n in t.replicas.items()},
+    )
+    yield gauge(
+        "ft_gateway_deployment_queue_depth",
+        "Requests waiting in a fleet deployment's queue, by priority.",
+        ["deployment", "priority"],
+        {(d, p): n for d, t in by.items() for p, n in t.queue_depth.items()},
+    )
+    yield counter(
+        "ft_gateway_deployment_queue_shed",
+        "Requests a fleet deployment's queue answered 503 (full, timeout); its failover, "
+        "if any, took them.",
+        ["deployment", "reason"],
+        {(d, r): n for d, t in by.items() for r, n in t.shed.items()},
     )

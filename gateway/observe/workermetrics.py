@@ -61,6 +61,9 @@ def encode_tallies(t: Tallies) -> bytes:
             "usage_missing": t.usage_missing,
             "rate_limited": [[*k, n] for k, n in t.rate_limited.items()],
             "limit_store": [t.limit_store_errors, t.limit_store_bypassed],
+            "deployments": [[*k, n] for k, n in t.deployments.items()],
+            "deployment_ttfb": {d: [h.counts, h.total] for d, h in t.deployment_ttfb.items()},
+            "deployment_routing": {d: r.encode() for d, r in t.deployment_routing.items()},
         }
     )
 
@@ -100,6 +103,11 @@ def decode_tallies(raw: bytes) -> Tallies:
         rate_limited={(c, lim): int(n) for c, lim, n in d.get("rate_limited", [])},
         limit_store_errors=int(d.get("limit_store", [0, 0])[0]),
         limit_store_bypassed=int(d.get("limit_store", [0, 0])[1]),
+        deployments={(p, m, int(s)): int(n) for p, m, s, n in d.get("deployments", [])},
+        deployment_ttfb={p: _histogram(h) for p, h in d.get("deployment_ttfb", {}).items()},
+        deployment_routing={
+            p: RoutingTallies.decode(r) for p, r in d.get("deployment_routing", {}).items()
+        },
     )
 
 
@@ -118,6 +126,7 @@ def _counters_only(t: Tallies) -> Tallies:
     t.streams_in_flight = 0
     t.policy = None
     t.routing = t.routing.counters_only()
+    t.deployment_routing = {d: r.counters_only() for d, r in t.deployment_routing.items()}
     return t
 
 

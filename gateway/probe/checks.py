@@ -318,3 +318,22 @@ def check_unknown(probe: Probe) -> Verdict:
             return Verdict(UNKNOWN, REJECTED, f"{UNKNOWN_FIELD}: {bad.summary}", (trial,))
         return bad
     return Verdict(UNKNOWN, IGNORED, f"{UNKNOWN_FIELD}: accepted with HTTP 200", (trial,))
+
+
+MODEL = "model"
+UNSERVED_MODEL = "ft-gateway-probe-no-such-model"
+
+
+def check_model(probe: Probe) -> Verdict:
+    """``model`` itself: does the engine refuse a name it does not serve (honoured: the
+    name means something to it), or answer anyway (ignored: whatever a client names, this
+    model answers; only the gateway's table of deployments keeps names apart)?"""
+    answer = probe.post(temperature=0, model=UNSERVED_MODEL)
+    trial, bad = probe.judge(MODEL, answer)
+    if bad is not None:
+        if bad.outcome == REJECTED:
+            return Verdict(MODEL, HONOURED, f"{UNSERVED_MODEL}: {bad.summary}", (trial,))
+        return bad
+    return Verdict(
+        MODEL, IGNORED, f"{UNSERVED_MODEL}: answered with HTTP 200 by the served model", (trial,)
+    )

@@ -23,6 +23,7 @@ from gateway.probe.route import CHAT, COMPLETIONS
 from gateway.probe.runner import planned_requests, probe_engine
 from gateway.probe.writer import SEED_CHOICES, render_policy
 from gateway.routes import EMBEDDINGS, RERANK
+from gateway.settings import config_path, load_settings
 from gateway.yamlsource import SourceError
 
 ROUTES = {
@@ -39,10 +40,14 @@ ROUTES = {
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """The probe's flags."""
+    parser.add_argument("--upstream", help="engine base URL, e.g. http://127.0.0.1:8000")
+    parser.add_argument("--model", help="the model name the engine serves")
     parser.add_argument(
-        "--upstream", required=True, help="engine base URL, e.g. http://127.0.0.1:8000"
+        "--deployment",
+        help="probe this deployment of the config (--config): its first replica, its first "
+        "model and its engine key, unless --upstream, --model or --api-key-env say otherwise",
     )
-    parser.add_argument("--model", required=True, help="the model name the engine serves")
+    parser.add_argument("--config", help="config file naming the deployments")
     parser.add_argument(
         "--route",
         choices=sorted(ROUTES),
@@ -83,6 +88,23 @@ def _extra(text: str) -> dict[str, Any]:
     return value
 
 
+def _from_deployment(args: argparse.Namespace) -> None:
+    """Fill --upstream, --model and --api-key-env from the deployment --deployment names."""
+    try:
+        settings = load_settings(config_path(args.config))
+    except SourceError as exc:
+        raise ValueError(f"cannot load the config:\n{exc}") from exc
+    for deployment in settings.deployments:
+        if deployment.name == args.deployment:
+            upstream = deployment.upstream
+            args.upstream = args.upstream or upstream.replicas[0]
+            args.model = args.model or deployment.models[0]
+            args.api_key_env = args.api_key_env or upstream.api_key_env
+            return
+    names = [d.name for d in settings.deployments]
+    raise ValueError(f"no deployment is named {args.deployment!r} (the config has {names})")
+
+
 def _check_target(path: Path | None, flag: str) -> None:
     if path is not None and not path.resolve().parent.is_dir():
         raise ValueError(f"{flag}: no such directory: {path.parent}")
@@ -91,6 +113,10 @@ def _check_target(path: Path | None, flag: str) -> None:
 def run(args: argparse.Namespace) -> int:
     """Probe, print the table, write the files asked for. 2 on bad input or a mute engine."""
     try:
+        if args.deployment is not None:
+            _from_deployment(args)
+        if args.upstream is None or args.model is None:
+            raise ValueError("give --upstream and --model, or --deployment NAME")
         extra = _extra(args.extra)
         if not args.upstream.startswith(("http://", "https://")):
             raise ValueError(f"--upstream must be an http(s) URL, got {args.upstream!r}")

@@ -56,6 +56,7 @@ CHECKS: tuple[Check, ...] = (
     Check("stream", checks.check_stream, 1),
     Check("stream_options", checks.check_stream_options, 1),
     Check(checks.UNKNOWN, checks.check_unknown, 1),
+    Check(checks.MODEL, checks.check_model, 1),
     # Inside messages (chat): the system check's answer is the developer check's
     # comparison, the text part's the other parts'; each is sent once.
     Check(messages.SYSTEM_ROLE, messages.check_system, 1, chat_only=True),

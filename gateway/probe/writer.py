@@ -6,7 +6,7 @@ with the verdict, its evidence and the date."""
 
 from __future__ import annotations
 
-from gateway.probe.checks import UNKNOWN
+from gateway.probe.checks import MODEL, UNKNOWN
 from gateway.probe.fields import PROBED, UNPROBED, Rule
 from gateway.probe.message_rules import messages_rule
 from gateway.probe.responses import route_lines as responses_route_lines
@@ -124,6 +124,7 @@ def render_policy(
         "",
     ]
     lines += _unknown_comment(result, day)
+    lines += _model_comment(result, day)
     lines += ["unknown_fields: reject", "", "routes:"]
     for route in result.routes:
         if route.error is None and route.route in VECTOR_ROUTES:
@@ -143,6 +144,23 @@ def _unknown_comment(result: ProbeResult, day: str) -> list[str]:
         f"An unknown field, probed {day}: " + "; ".join(parts)
     )
     return comment(text, "")
+
+
+def _model_comment(result: ProbeResult, day: str) -> list[str]:
+    found = [(r.route, r.verdict(MODEL)) for r in result.routes]
+    parts = [f"{route}: {verdict_line(v)}" for route, v in found if v is not None]
+    if not parts:
+        return []
+    ignored = any(v is not None and v.outcome == IGNORED for _, v in found)
+    why = (
+        "This engine answers a name it does not serve: keep it behind the gateway's table "
+        "of deployments (docs/fleet.md), which refuses unknown models."
+        if ignored
+        else "This engine refuses a name it does not serve."
+    )
+    return comment(
+        f"model, probed {day} with a name it does not serve: " + "; ".join(parts) + ". " + why, ""
+    )
 
 
 def _route_lines(

@@ -15,10 +15,12 @@ from typing import Any
 from gateway._types import Headers, Scope, Send
 from gateway.cutoff import Cutoff
 from gateway.observe.exchange import Exchange
+from gateway.policy.engine import Policy
 from gateway.proxy.headers import request_id_of
 from gateway.proxy.responder import Responder
 from gateway.proxy.shaper import StreamShaper
 from gateway.routing.hint import NO_HINT, Hint
+from gateway.upstream.engines import Target
 
 
 class Call:
@@ -28,6 +30,8 @@ class Call:
     # What most requests leave as it is: class defaults, so a call sets only what it has.
     profile: str | None = None  # the API key's policy profile
     hint: Hint = NO_HINT  # what the balancer picks a replica by
+    target: Target | None = None  # a fleet's deployment of the request's model
+    policy: Policy | None = None  # its policy (None: the gateway's live one)
     cutoff: Cutoff | None = None  # set while the engine is asked
     shaper: StreamShaper | None = None  # set once a stream's answer starts
     plan: Any = None  # the route's own state between prepare and answer

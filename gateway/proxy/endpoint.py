@@ -18,9 +18,19 @@ import contextlib
 import logging
 import time
 
+import orjson
+
 from gateway._types import Headers, Receive, Scope, Send
 from gateway.cutoff import Cutoff
-from gateway.errors import GatewayError, RateLimited, RequestTimeout, ShuttingDown
+from gateway.errors import (
+    GatewayError,
+    Overloaded,
+    RateLimited,
+    RequestTimeout,
+    ShuttingDown,
+    UpstreamUnavailable,
+    UpstreamUnreachable,
+)
 from gateway.limits.limiter import Ticket, reservation
 from gateway.proxy.call import Call
 from gateway.proxy.fanout import fan_out
@@ -32,6 +42,9 @@ from gateway.proxy.route import Prepared, Route
 from gateway.state import GatewayState
 
 logger = logging.getLogger("gateway")
+# Where a deployment's failover takes the request: nothing was sent to an engine (every
+# replica out, none reachable, or the queue shed it).
+FAILOVER_ON = (UpstreamUnavailable, UpstreamUnreachable, Overloaded)
 
 
 async def _watch_disconnect(receive: Receive, cutoff: Cutoff, call: Call) -> None:
@@ -84,6 +97,13 @@ class ProxyEndpoint:
                     tracer.request(record, body)
                 model = body.get("model")
                 record.model = model if isinstance(model, str) else None
+                router = state.router
+                if router is not None:
+                    # The model picks the deployment, before its policy sees the body.
+                    target = router.route(call, body, route.content)
+                    if target is not None and target.alias:
+                        body = {**body, "model": target.served}
+                        raw = orjson.dumps(body)
                 if state.hinter is not None:
                     # From the body as sent: the policy may strip prompt_cache_key.
                     call.hint = state.hinter.hint(
@@ -130,17 +150,22 @@ class ProxyEndpoint:
             n=prepared.fanout,
             fields=prepared.fields,
         )
-        ticket = await limiter.admit(call.record.client, call.profile, tokens=tokens)
+        target = call.target  # an alias counts against the model it names
+        model = call.record.model if target is None else target.served
+        ticket = await limiter.admit(call.record.client, call.profile, tokens=tokens, model=model)
         if ticket is not None:
             call.responder.extra = ticket.headers
         return ticket
 
-    def _upstream_headers(self, headers: Headers, request_id: bytes) -> Headers:
-        out = with_request_id(filter_headers(headers, DROP_UPSTREAM), request_id)
+    def _upstream_headers(self, call: Call, auth: bytes | None) -> Headers:
+        out = with_request_id(
+            filter_headers(call.headers, DROP_UPSTREAM), call.responder.request_id
+        )
         out.append((b"accept-encoding", b"identity"))
-        if self.state.upstream_auth is not None:
-            out.append((b"authorization", self.state.upstream_auth))
-        return out
+        if auth is not None:
+            out.append((b"authorization", auth))
+        tracer = self.state.tracer
+        return out if tracer is None else tracer.upstream_headers(call.record, out)
 
     async def _forward(
         self, call: Call, scope: Scope, receive: Receive, bodies: list[bytes]
@@ -153,26 +178,39 @@ class ProxyEndpoint:
         query: bytes = scope.get("query_string", b"")
         if query:
             path = f"{path}?{query.decode('latin-1')}"
-        headers = self._upstream_headers(scope["headers"], call.responder.request_id)
-        if state.tracer is not None:
-            headers = state.tracer.upstream_headers(record, headers)
+        target = call.target
+        engine = state.engines.default if target is None else target.engine
+        headers = self._upstream_headers(call, engine.auth)
         cutoff = call.cutoff = Cutoff()
         watcher = asyncio.get_running_loop().create_task(_watch_disconnect(receive, cutoff, call))
         state.drain.register(cutoff)
         try:
             record.upstream_started = time.perf_counter()
-            upstream = state.engines.upstream_for(record.model)
             # One engine is the upstream URL; the balancer's answers name their replica.
-            record.upstream_replica = state.settings.upstream.url
+            record.upstream_replica = engine.replica
             method: str = scope["method"]
             if len(bodies) > 1:
-                fanned = fan_out(upstream, call, limits=state.settings.limits)
+                fanned = fan_out(engine.upstream, call, limits=state.settings.limits)
                 response = await fanned.start(method, path, headers=headers, bodies=bodies)
             else:
                 fanned = None
-                response = await upstream.request(
-                    method, path, headers=headers, body=bodies.pop(), hint=call.hint
-                )
+                body = bodies.pop()
+                try:
+                    response = await engine.upstream.request(
+                        method, path, headers=headers, body=body, hint=call.hint
+                    )
+                except FAILOVER_ON:
+                    failover = engine.failover
+                    if failover is None:
+                        raise
+                    # Nothing reached an engine: the same model, served by the next deployment.
+                    record.deployment = failover.name
+                    record.upstream_replica = failover.replica
+                    headers = self._upstream_headers(call, failover.auth)
+                    response = await failover.upstream.request(
+                        method, path, headers=headers, body=body, hint=call.hint
+                    )
+                del body
             del headers  # sent: not kept for the life of a stream
             record.upstream_status = response.status
             record.upstream_replica = getattr(response, "replica", record.upstream_replica)

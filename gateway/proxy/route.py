@@ -20,7 +20,7 @@ import orjson
 
 from gateway._types import Headers
 from gateway.limits.meter import Usage, usage_of
-from gateway.policy.engine import Decision, apply_policy
+from gateway.policy.engine import Decision, Policy, apply_policy
 from gateway.proxy.call import Call
 from gateway.proxy.shaper import StreamShaper
 from gateway.routes import RouteRow
@@ -57,9 +57,15 @@ class Route:
         # without a call per request to say so).
         self.shapes = type(self).answer is not Route.answer
 
+    def policy(self, call: Call) -> Policy:
+        """The policy of the call's deployment (the gateway's live one, read once)."""
+        return self.state.policy if call.policy is None else call.policy
+
     def decide(self, call: Call, body: dict[str, Any]) -> Decision:
         """The policy's verdict on ``body`` (raised if it refuses), recorded on the call."""
-        decision = apply_policy(self.state.policy, self.name or "", body, profile=call.profile)
+        decision = apply_policy(
+            call.policy or self.state.policy, self.name or "", body, profile=call.profile
+        )
         record = call.record
         record.outcomes = decision.outcomes
         record.report = decision.report

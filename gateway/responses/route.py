@@ -160,7 +160,7 @@ class TranslatedResponses(Route):
         ids = item_ids(response_id)
         items = input_items(approved.get("input"), ids=store, make_id=ids)
         items = await resolve_references(self.store, items, owner)
-        role = instructions_role(self.state.policy, call.profile)
+        role = instructions_role(self.policy(call), call.profile)
         chat = to_chat(approved, [*history, *items], first=len(history), instructions_role=role)
         if not chat["messages"]:
             raise InvalidRequest(

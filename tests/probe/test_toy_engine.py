@@ -68,11 +68,12 @@ def test_an_engine_that_honours_everything_gets_honoured_everywhere(honest: Prob
 
 
 def test_the_request_budget_is_counted_up_front() -> None:
-    # 52 chat requests before the checks inside messages, which add 10; 49 for completions.
-    # The seed check sends 18 of them: 6 alone, 12 in its load's waves.
-    assert planned_requests([CHAT]) == 62
-    assert planned_requests([COMPLETIONS]) == 49
-    assert planned_requests(BOTH) == 111
+    # 53 chat requests before the checks inside messages, which add 10; 50 for completions
+    # (one each for model itself). The seed check sends 18 of them: 6 alone, 12 in its
+    # load's waves.
+    assert planned_requests([CHAT]) == 63
+    assert planned_requests([COMPLETIONS]) == 50
+    assert planned_requests(BOTH) == 113
 
 
 def test_statistical_verdicts_carry_a_confidence(honest: ProbeResult) -> None:

@@ -23,6 +23,7 @@ import httpx
 import numpy as np
 import numpy.typing as npt
 
+from gateway.probe.checks import UNSERVED_MODEL
 from gateway.probe.route import CHAT_PROMPT
 
 _SYLLABLES = ["ba", "ke", "di", "fo", "gu", "la", "me", "ni", "po", "ru", "sa", "te", "vi"]
@@ -111,6 +112,9 @@ class ToyEngine:
             return httpx.Response(500, text="Internal Server Error")
         for name in sorted(present & self.reject):
             return _error(400, f"{name} is not supported", name)
+        if body.get("model") == UNSERVED_MODEL and "model" not in self.ignore:
+            # The name means something to it (a probe's unserved name gets vLLM's 404).
+            return _error(404, f"The model `{UNSERVED_MODEL}` does not exist.", "model")
         unknown = sorted(present - KNOWN)
         if unknown and self.reject_unknown:
             return _error(400, f"Unrecognized request argument supplied: {unknown[0]}", None)

@@ -1,0 +1,62 @@
+"""GET /v1/models and GET /v1/models/{model} of a fleet, answered from its table.
+
+OpenAI's list shape (``object: list``, each ``{id, object: model, created,
+owned_by}``): every served name and every alias not hidden, whether or not its
+replicas are up (a request to a deployment that is down gets its 503, not a 404).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from gateway.errors import ModelNotFound
+from gateway.state import GatewayState
+from gateway.upstream.engines import Target
+
+
+class ModelList:
+    """The model endpoints of one app."""
+
+    def __init__(self, state: GatewayState) -> None:
+        self.state = state
+        self.created = int(time.time())
+
+    def _card(self, name: str, target: Target) -> dict[str, Any]:
+        return {
+            "id": name,
+            "object": "model",
+            "created": self.created,
+            "owned_by": target.engine.owned_by,
+        }
+
+    def _allowed(self, request: Request) -> frozenset[str] | None:
+        """The model names the caller's key may use (None: any); 401 without a key."""
+        state = self.state
+        client = profile = None
+        if state.authenticate is not None:
+            client, profile = state.authenticate(request.scope["headers"])
+        return state.models.allowed(client, profile) if state.models is not None else None
+
+    async def list(self, request: Request) -> Response:
+        """Every model name the caller may ask for."""
+        allowed = self._allowed(request)
+        data = [
+            self._card(name, target)
+            for name, target in self.state.engines.targets.items()
+            if not target.hidden and (allowed is None or name in allowed)
+        ]
+        return JSONResponse({"object": "list", "data": data})
+
+    async def one(self, request: Request) -> Response:
+        """One model's card (a hidden alias too: it is unlisted, not refused); a name
+        no deployment serves, or the caller may not use, is OpenAI's 404."""
+        allowed = self._allowed(request)
+        name: str = request.path_params["model"]
+        target = self.state.engines.targets.get(name)
+        if target is None or (allowed is not None and name not in allowed):
+            raise ModelNotFound(name)
+        return JSONResponse(self._card(name, target))

@@ -1,0 +1,62 @@
+"""The model's part of a request's path, in one place: after the body is parsed and
+before the policy, the key's models are checked and (in a fleet) the model picks the
+deployment, its policy and the name its engine gets.
+
+The endpoint asks it only when there is something to do (``GatewayState.router`` is
+None for one deployment with no key limited to models), so the single-deployment
+path costs one attribute test.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.errors import ModelNotFound
+from gateway.proxy.call import Call
+from gateway.state import GatewayState
+from gateway.upstream.engines import Target
+
+
+class ModelRouter:
+    """Routes a request by its ``model`` (the state's live keys and engines, read once)."""
+
+    __slots__ = ("state",)
+
+    def __init__(self, state: GatewayState) -> None:
+        self.state = state
+
+    def route(self, call: Call, body: dict[str, Any], content: str) -> Target | None:
+        """The request's deployment and served name (None: the single deployment);
+        ModelNotFound for a model its key may not use or no deployment serves, or the
+        400 of a missing or non-string model in a fleet. A fleet's routing hint is its
+        deployment's (``content``: the field the route keeps the conversation in)."""
+        model = body.get("model")
+        state = self.state
+        gate = state.models
+        record = call.record
+        if (
+            gate is not None
+            and isinstance(model, str)
+            and not gate.may_use(record.client, call.profile, model)
+        ):
+            raise ModelNotFound(model)
+        engines = state.engines
+        if not engines.fleet:
+            return None
+        target = call.target = engines.target(model)
+        engine = target.engine
+        call.policy = engine.policy
+        record.deployment = engine.name
+        record.served = target.served
+        hinter = engine.hinter
+        if hinter is not None:
+            # From the body as sent: the policy may strip prompt_cache_key.
+            call.hint = hinter.hint(
+                body, call.headers, client=record.client, profile=call.profile, content=content
+            )
+        return target
+
+
+def needs_router(state: GatewayState) -> bool:
+    """Whether requests must be routed by model: a fleet, or keys limited to models."""
+    return bool(state.settings.deployments) or state.models is not None
