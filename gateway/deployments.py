@@ -109,6 +109,17 @@ class Upstream(BaseModel):
         """Every engine base URL: ``urls``, or ``url`` alone."""
         return list(self.urls) if self.urls else [self.url]
 
+    def engine_identity(self) -> str:
+        """The engine part of system_fingerprint: ``identity`` as configured, else the
+        addresses the engine is reached at (its URLs, or its DNS name)."""
+        if self.identity:
+            return self.identity
+        if self.urls:
+            return ",".join(self.urls)
+        if self.dns is not None:
+            return f"dns:{self.dns.name}:{self.dns.port}"
+        return self.url
+
 
 # A deployment's name is a metrics label and a log field: bounded by the config,
 # and plain enough for both.

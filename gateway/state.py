@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from gateway._types import Headers
 from gateway.drain import Drain
@@ -16,6 +16,9 @@ from gateway.policy.fingerprint import Fingerprints
 from gateway.routing.hint import Hinter
 from gateway.settings import Settings
 from gateway.upstream.engines import Engines, Target
+
+if TYPE_CHECKING:
+    from gateway.proxy.call import Call
 
 
 class ModelsOfKeys(Protocol):
@@ -56,10 +59,14 @@ class GatewayState:
     fingerprints: Fingerprints = field(init=False)
 
     def __post_init__(self) -> None:
-        upstream = self.settings.upstream
-        engine = upstream.identity or ",".join(upstream.urls or [upstream.url])
-        self.fingerprints = Fingerprints(engine=engine)
+        self.fingerprints = Fingerprints(engine=self.settings.upstream.engine_identity())
 
-    def fingerprint(self, route: str | None) -> bytes | None:
-        """The system_fingerprint of ``route``'s answers under the current policy."""
-        return None if route is None else self.fingerprints.of(self.policy, route)
+    def fingerprint(self, route: str | None, call: Call) -> bytes | None:
+        """The system_fingerprint of ``route``'s answers to ``call``: its deployment's
+        (a fleet's), else the single engine's, under the policy that judged it."""
+        if route is None:
+            return None
+        target = call.target
+        if target is not None and target.engine.fingerprints is not None:
+            return target.engine.fingerprints.of(call.policy or self.policy, route)
+        return self.fingerprints.of(self.policy, route)

@@ -9,6 +9,7 @@ import httpx
 
 from gateway.deployments import Deployment, Upstream, primaries
 from gateway.policy.engine import Policy
+from gateway.policy.fingerprint import Fingerprints
 from gateway.routing.config import Dns
 from gateway.routing.hint import Hinter
 from gateway.settings import Settings
@@ -72,6 +73,9 @@ def open_engines(
             owned_by=deployment.owned_by,
             config=deployment,
             hinter=hinter_for(deployment.upstream),
+            fingerprints=Fingerprints(
+                engine=deployment.upstream.engine_identity(), deployment=deployment.name
+            ),
         )
         engines.append(engine)
     by_name = {engine.name: engine for engine in engines}

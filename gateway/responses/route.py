@@ -216,7 +216,7 @@ class TranslatedResponses(Route):
             stored=plan.store,
         )
         own = answer.get("system_fingerprint")
-        fingerprint = own if isinstance(own, str) else self._fingerprint()
+        fingerprint = own if isinstance(own, str) else self._fingerprint(call)
         if fingerprint is not None:
             response["system_fingerprint"] = fingerprint
         await self.keep(plan, response)
@@ -227,9 +227,9 @@ class TranslatedResponses(Route):
         return list(_STREAM_HEADERS)
 
     def shaper(self, call: Call) -> TranslatedStream:
-        return TranslatedStream(call.plan, keep=self.keep, fingerprint=self._fingerprint())
+        return TranslatedStream(call.plan, keep=self.keep, fingerprint=self._fingerprint(call))
 
-    def _fingerprint(self) -> str | None:
-        """The gateway's system_fingerprint for this route's answers (engines send none)."""
-        fingerprint = self.state.fingerprint(self.name)
+    def _fingerprint(self, call: Call) -> str | None:
+        """The gateway's system_fingerprint for this call's answer (engines send none)."""
+        fingerprint = self.state.fingerprint(self.name, call)
         return fingerprint.decode() if fingerprint is not None else None

@@ -15,6 +15,7 @@ from typing import Any
 
 from gateway.errors import InvalidRequest, ModelNotFound
 from gateway.policy.engine import Policy
+from gateway.policy.fingerprint import Fingerprints
 from gateway.routing.hint import Hinter
 from gateway.upstream.base import UpstreamClient
 
@@ -33,6 +34,8 @@ class Engine:
     failover: Engine | None = None  # takes its requests when none of its replicas can
     config: Any = None  # its deployment's settings (a reload compares them)
     hinter: Hinter | None = None  # a fleet's: its routing hints (affinity, priority)
+    # A fleet's: the system_fingerprint of its answers (its name, its engine's identity).
+    fingerprints: Fingerprints | None = None
 
 
 @dataclass(frozen=True, slots=True)

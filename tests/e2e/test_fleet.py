@@ -221,3 +221,18 @@ async def test_failover_serves_the_same_model_with_no_failed_request(tmp_path: P
             assert standby.models == ["alpha"] * 6
             served = [r.deployment for r in gateway.recorder.finished_exchanges]
             assert served == ["chat"] + ["chat-standby"] * 6
+
+
+async def test_each_deployment_answers_its_own_system_fingerprint(tmp_path: Path) -> None:
+    async with fleet(tmp_path) as f:
+        alpha, by_alias = await chat(f.client, "alpha"), await chat(f.client, "gpt-4o-mini")
+        beta = await chat(f.client, "beta")
+        assert alpha.system_fingerprint is not None
+        assert by_alias.system_fingerprint == alpha.system_fingerprint  # one deployment
+        assert beta.system_fingerprint is not None
+        assert beta.system_fingerprint != alpha.system_fingerprint
+        stream = await f.client.chat.completions.create(
+            model="beta", messages=HI, max_tokens=4, extra_body=NO_THINKING, stream=True
+        )
+        prints = {chunk.system_fingerprint async for chunk in stream}
+        assert prints == {beta.system_fingerprint}
