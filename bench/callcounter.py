@@ -62,6 +62,9 @@ MESSAGES = [
 ]
 CHAT = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
+EMBEDDINGS = "/v1/embeddings"
+# A retrieval batch: 16 passages of a few sentences (the engine answers 1,536 floats each).
+PASSAGES = [f"{m['content']} (passage {i})" for i in range(4) for m in MESSAGES]
 
 
 @dataclass(frozen=True)
@@ -89,6 +92,11 @@ KINDS = [
         "responses stream",
         RESPONSES,
         {"model": "fake-model", "input": MESSAGES, "max_output_tokens": 64, "stream": True},
+    ),
+    Kind(
+        "embeddings json",
+        EMBEDDINGS,
+        {"model": "fake-model", "input": PASSAGES, "encoding_format": "float"},
     ),
 ]
 FIGURE_NAMES = ("own", "python", "builtin", "opcodes")

@@ -6,7 +6,8 @@ byte string built once at startup. Keep-alive is the default (HTTP/1.1), since
 wrk and every proxy under test reuse connections.
 
 Routes: ``POST /v1/chat/completions`` (streams when the body holds
-``"stream": true``; found by a byte search, not by parsing JSON) and
+``"stream": true``; found by a byte search, not by parsing JSON),
+``POST /v1/embeddings`` (16 vectors of 1,536 floats, whatever was asked) and
 ``GET /v1/models``. Streams wait ``chunk_delay_ms`` between chunks: the
 ``--chunk-delay-ms`` flag, or per request the ``x-fake-chunk-delay-ms`` header.
 """
@@ -69,6 +70,24 @@ def completion_body() -> dict[str, Any]:
     }
 
 
+EMBEDDINGS = 16
+WIDTH = 1536
+
+
+def embeddings_body() -> dict[str, Any]:
+    """The embeddings answer every request gets: ``EMBEDDINGS`` float vectors of ``WIDTH``."""
+    data = [
+        {
+            "object": "embedding",
+            "index": i,
+            "embedding": [((i * 7919 + j * 104729) % 20011) / 20011 - 0.5 for j in range(WIDTH)],
+        }
+        for i in range(EMBEDDINGS)
+    ]
+    usage = {"prompt_tokens": 16 * EMBEDDINGS, "total_tokens": 16 * EMBEDDINGS}
+    return {"object": "list", "data": data, "model": MODEL, "usage": usage}
+
+
 def stream_events() -> list[bytes]:
     """The SSE events of a streamed answer: ``CHUNKS`` JSON chunks, then ``[DONE]``."""
     events = []
@@ -99,6 +118,7 @@ class _Wire:
 
     def __init__(self) -> None:
         self.completion = _json_response("200 OK", completion_body())
+        self.embeddings = _json_response("200 OK", embeddings_body())
         self.models = _json_response(
             "200 OK",
             {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "fake"}]},
@@ -172,6 +192,8 @@ class _Connection(asyncio.Protocol):
         if method == b"POST" and url.startswith(b"/v1/chat/completions"):
             body = b"".join(self._body)
             response = None if _STREAM_TRUE.search(body) else self._wire.completion
+        elif method == b"POST" and url.startswith(b"/v1/embeddings"):
+            response = self._wire.embeddings
         elif method == b"GET" and url.startswith(b"/v1/models"):
             response = self._wire.models
         else:

@@ -84,8 +84,8 @@ def _add_policy_commands(sub: Any) -> None:
     p.add_argument(
         "--route",
         choices=ROUTE_NAMES,
-        help="default: guessed from the body (completions for 'prompt', responses for 'input', "
-        "chat for 'messages')",
+        help="default: guessed from the body (completions for 'prompt', embeddings for "
+        "'encoding_format', responses for 'input', rerank for 'documents', chat for 'messages')",
     )
     p.add_argument(
         "--model",

@@ -30,9 +30,15 @@ class RouteRow:
 CHAT = "/v1/chat/completions"
 COMPLETIONS = "/v1/completions"
 RESPONSES = "/v1/responses"
+EMBEDDINGS = "/v1/embeddings"
+RERANK = "/v1/rerank"
+RERANK_BARE = "/rerank"  # the spelling TEI, llama.cpp and vLLM also serve
+TOKENIZE = "/tokenize"  # vLLM's and llama.cpp's (no OpenAI API)
+DETOKENIZE = "/detokenize"
 
 _COMPLETION_LIMITS = ("max_tokens", "max_completion_tokens")
 _OPENAI = "gateway.proxy.openai:"
+_VECTORS = "gateway.proxy.vectors:"
 _RESPONSES = {
     "translate": "gateway.responses.route:TranslatedResponses",
     "native": "gateway.responses.native:NativeResponses",
@@ -51,7 +57,22 @@ ROUTES: dict[str, RouteRow] = {
         _COMPLETION_LIMITS,
         {"": _OPENAI + "CompletionsRoute"},
     ),
+    # Before the Responses API's row: an embeddings body has "input" too, so explain
+    # guesses it by the field only it has.
+    EMBEDDINGS: RouteRow(
+        EMBEDDINGS, "embeddings", "encoding_format", "input", (), {"": _VECTORS + "EmbeddingsRoute"}
+    ),
     RESPONSES: RouteRow(RESPONSES, "chat", "input", "input", ("max_output_tokens",), _RESPONSES),
+    RERANK: RouteRow(RERANK, "rerank", "documents", "query", (), {"": _VECTORS + "RerankRoute"}),
+    RERANK_BARE: RouteRow(
+        RERANK_BARE, "rerank", "documents", "query", (), {"": _VECTORS + "BareRerankRoute"}
+    ),
+    TOKENIZE: RouteRow(
+        TOKENIZE, "tokenize", "add_special_tokens", "prompt", (), {"": _VECTORS + "TokenizeRoute"}
+    ),
+    DETOKENIZE: RouteRow(
+        DETOKENIZE, "detokenize", "tokens", "tokens", (), {"": _VECTORS + "DetokenizeRoute"}
+    ),
 }
 ROUTE_NAMES = tuple(ROUTES)
 

@@ -9,6 +9,7 @@ import uvicorn
 
 from refengine.modes import PER_BATCH, PER_ROW, UNPATCHED
 from refengine.server import DEFAULT_MODEL_NAME, create_app
+from refengine.vectors import NOOPS
 
 _DESCRIPTION = """\
 A reference LLM engine that behaves like ft serve on the wire: OpenAI
@@ -16,7 +17,9 @@ A reference LLM engine that behaves like ft serve on the wire: OpenAI
 continuous batching over a small word-trigram model, sampled by the per-row
 Philox sampler (seed honoured). Like ft serve, it accepts logprobs (chat),
 top_logprobs, logit_bias, n, response_format and unknown fields and silently
-ignores them; /v1/completions rejects logprobs."""
+ignores them; /v1/completions rejects logprobs. It also serves /v1/embeddings
+(ref-embedding-1), /v1/rerank and /rerank (ref-reranker-1), /tokenize and
+/detokenize."""
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -71,6 +74,14 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="prefix cache size in blocks, LRU (0: no cache, no prompt_tokens_details)",
     )
     cost.add_argument("--block-size", type=int, default=16, help="tokens per cache block")
+    parser.add_argument(
+        "--ignore",
+        action="append",
+        choices=NOOPS,
+        default=[],
+        help="embeddings and rerank: accept this field and silently ignore it, as some "
+        "engines do (repeatable)",
+    )
     parser.add_argument("--log-level", default="info")
     return parser.parse_args(argv)
 
@@ -93,5 +104,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         prefill_ms_per_token=args.prefill_ms_per_token,
         prefix_cache_blocks=args.prefix_cache_blocks,
         block_size=args.block_size,
+        ignore=frozenset(args.ignore),
     )
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)

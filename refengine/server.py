@@ -28,8 +28,11 @@ from refengine.protocol import (
 )
 from refengine.responses import DONE, Reply
 from refengine.template import render_chat
+from refengine.vectors import Vectors
 
 DEFAULT_MODEL_NAME = "Qwen3.8-Flash-Next"
+DEFAULT_EMBEDDING_MODEL = "ref-embedding-1"
+DEFAULT_RERANK_MODEL = "ref-reranker-1"
 
 
 def create_app(
@@ -44,11 +47,13 @@ def create_app(
     prefill_ms_per_token: float = 0.0,
     prefix_cache_blocks: int = 0,
     block_size: int = 16,
+    ignore: frozenset[str] = frozenset(),
 ) -> Starlette:
     """The engine app; ``app.state.engine`` is the batcher (its ``stats`` for tests),
     ``app.state.prefill`` the prefill model (a prefix cache of ``prefix_cache_blocks``
     blocks of ``block_size`` tokens, none if 0; prefill time per uncached token).
-    ``seed_mode`` and ``batch_variant_logits``: the engine to reproduce (modes.py)."""
+    ``seed_mode`` and ``batch_variant_logits``: the engine to reproduce (modes.py).
+    ``ignore``: the embedding and rerank fields to ignore silently (vectors.py)."""
     engine = Engine(
         model or default_model(),
         max_batch=max_batch,
@@ -115,8 +120,16 @@ def create_app(
     async def health(request: Request) -> Response:
         return Response(status_code=200)
 
+    vectors = Vectors(
+        tokenizer,
+        embedding_model=DEFAULT_EMBEDDING_MODEL,
+        rerank_model=DEFAULT_RERANK_MODEL,
+        ignore=ignore,
+        json_body=_json_body,
+    )
     app = Starlette(
         routes=[
+            *vectors.routes(),
             Route("/v1/chat/completions", chat_completions, methods=["POST"]),
             Route("/v1/completions", completions, methods=["POST"]),
             Route("/v1/models", models, methods=["GET"]),

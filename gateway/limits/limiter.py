@@ -90,8 +90,10 @@ def reservation(
 ) -> int:
     """The most tokens a request can use, as far as the gateway can tell before the
     engine answers: the prompt estimated from the body's size, plus the first of the
-    route's limit ``fields`` set (or ``default_max_tokens``) for each of the ``n`` choices."""
-    limit = default_max_tokens
+    route's limit ``fields`` set (or ``default_max_tokens``) for each of the ``n`` choices.
+    A route that generates nothing (embeddings, rerank: no ``fields``) reserves its
+    input alone."""
+    limit = default_max_tokens if fields else 0
     for name in fields:
         value = body.get(name)
         if type(value) is int and value >= 1:

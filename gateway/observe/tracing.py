@@ -41,6 +41,7 @@ from gateway.routes import ROUTES
 from gateway.settings import Tracing as TracingSettings
 
 OPERATIONS = {row.path: row.operation for row in ROUTES.values()}
+_INPUT_ONLY = frozenset(row.path for row in ROUTES.values() if not row.max_tokens)
 # Request fields -> GenAI attribute names (gen_ai.request.*), when the client set them.
 REQUEST_FIELDS = {
     "temperature": "gen_ai.request.temperature",
@@ -54,7 +55,10 @@ REQUEST_FIELDS = {
     "seed": "gen_ai.request.seed",
     "n": "gen_ai.request.choice.count",
     "stop": "gen_ai.request.stop_sequences",
+    "encoding_format": "gen_ai.request.encoding_formats",
+    "dimensions": "gen_ai.embeddings.dimension.count",
 }
+_LISTED = ("stop", "encoding_format")  # string[] attributes a client may send as one string
 _TRACE_HEADERS = (b"traceparent", b"tracestate")
 # As the access log: a client's fields are many and long at will, an attribute is not.
 MAX_FIELDS = 64
@@ -278,7 +282,7 @@ class Tracing:
                 trace_.span.update_name(f"{operation} {model}")
         for name, attribute in REQUEST_FIELDS.items():
             value = _scalar(body.get(name))
-            if name == "stop" and isinstance(value, str):
+            if name in _LISTED and isinstance(value, str):
                 value = [value]
             if value is not None:
                 attributes[attribute] = value
@@ -432,7 +436,8 @@ def _answer_attributes(trace_: Trace, exchange: Exchange) -> dict[str, Any]:
     usage = exchange.usage
     if usage is not None:
         out["gen_ai.usage.input_tokens"] = usage.prompt
-        out["gen_ai.usage.output_tokens"] = usage.completion
+        if exchange.route not in _INPUT_ONLY:  # embeddings generate no tokens
+            out["gen_ai.usage.output_tokens"] = usage.completion
     if trace_.finish_reasons:
         reasons = [trace_.finish_reasons[i] for i in sorted(trace_.finish_reasons)]
         out["gen_ai.response.finish_reasons"] = reasons

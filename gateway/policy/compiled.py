@@ -31,6 +31,7 @@ class Rule:
         "requires",
         "object_rules",
         "select",
+        "token_ids",
         "nested",
         "report",
         "check",
@@ -58,7 +59,13 @@ class Rule:
         self.select = (
             CompiledSelect(source.select, report=report) if source.select is not None else None
         )
-        self.nested = self.object_rules is not None or self.select is not None
+        # An embeddings input given as token ids: its own rule (file.py, token_ids).
+        self.token_ids = (
+            Rule(source.token_ids, report=report) if source.token_ids is not None else None
+        )
+        self.nested = (
+            self.object_rules is not None or self.select is not None or self.token_ids is not None
+        )
         # The value types this rule forwards as they are with no further work: a
         # pass rule's bare type check, not null when required, nothing inside.
         fast: frozenset[type] = frozenset()

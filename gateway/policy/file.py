@@ -13,7 +13,8 @@ Rules reach inside values too: ``fields`` holds the rules of an object's keys
 (``unknown_fields`` for the keys it does not name), and ``select`` chooses a
 rule for each member of an array (or for an object) by the value of one of its
 keys: the messages of a chat request by ``role``, their content parts by
-``type``. A chosen rule has the same actions: ``rename`` changes the key's
+``type``; ``token_ids`` is the rule of an embeddings input given as token ids
+rather than text. A chosen rule has the same actions: ``rename`` changes the key's
 value (``developer`` -> ``system``), ``strip`` drops the member.
 
 ``unknown_fields`` says what happens to fields the route does not name. ``models``
@@ -88,6 +89,12 @@ class FieldRule(ValueSpec):
         description="an array of objects (or an object): a rule for each, chosen by one key's "
         "value",
     )
+    token_ids: MemberRule | None = Field(
+        default=None,
+        description="an embeddings 'input' given as token ids (an array of integers, or of "
+        "integer arrays): its own rule, e.g. reject, since ids minted by another tokenizer "
+        "embed other text",
+    )
 
     @model_validator(mode="after")
     def _action_keys(self) -> FieldRule:
@@ -99,6 +106,8 @@ class FieldRule(ValueSpec):
             raise ValueError("action 'default' needs 'value'")
         if self.action != "default" and self.value is not _UNSET:
             raise ValueError("'value' is only for action 'default'")
+        if self.token_ids is not None and self.token_ids.action not in ("pass", "reject"):
+            raise ValueError("'token_ids' takes action 'pass' or 'reject'")
         return self
 
     @property

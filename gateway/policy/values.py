@@ -113,6 +113,7 @@ class ValueSpec(BaseModel):
         types: frozenset[PyType]
         accepts: frozenset[PyType]
         regex: re.Pattern[str] | None
+        lengths_only: bool
 
     @field_validator("pattern")
     @classmethod
@@ -142,6 +143,9 @@ class ValueSpec(BaseModel):
             or self.pattern is not None
         )
         self.__dict__["regex"] = re.compile(self.pattern) if self.pattern is not None else None
+        # A string that only a length bounds (an embeddings input's members): checked
+        # inline by an array's loop, no call per member.
+        self.__dict__["lengths_only"] = str in types and self.pattern is None and self.enum is None
         if not constrained:
             self.__dict__["accepts"] = types | {type(None)} if self.nullable else types
 
@@ -239,6 +243,13 @@ class ValueSpec(BaseModel):
             for index, item in enumerate(value):
                 if type(item) in accepts:
                     continue  # no need to name the item unless it is wrong
+                if (
+                    type(item) is str
+                    and items.lengths_only
+                    and (items.min_length or 0) <= len(item)
+                    and (items.max_length is None or len(item) <= items.max_length)
+                ):
+                    continue
                 error = items.check(item, f"{param}[{index}]")
                 if error is not None:
                     return error

@@ -298,7 +298,8 @@ def _passes(compiled: ObjectRules, obj: dict[str, Any], known: str | None) -> bo
 
 def walk_value(rule: Rule, value: Any, path: str, walk: Walk) -> Any:
     """Inside a value its own rule passed: the rule's ``select`` (on an array's
-    members, or on an object), else its ``fields`` (on an object)."""
+    members, or on an object), else its ``fields`` (on an object); an input of token
+    ids by ``token_ids``."""
     select = rule.select
     if select is not None:
         if isinstance(value, list):
@@ -308,6 +309,32 @@ def walk_value(rule: Rule, value: Any, path: str, walk: Walk) -> Any:
         return value
     if rule.object_rules is not None and isinstance(value, dict):
         return walk_object(rule.object_rules, value, path, walk)
+    if rule.token_ids is not None and is_token_ids(value):
+        return _token_ids(rule.token_ids, value, path, walk)
+    return value
+
+
+def is_token_ids(value: Any) -> bool:
+    """Whether an embeddings input is token ids: an array of integers, or of integer
+    arrays (its members' types are checked by the field's own rule)."""
+    return type(value) is list and bool(value) and type(value[0]) in (int, list)
+
+
+def _token_ids(rule: Rule, value: Any, path: str, walk: Walk) -> Any:
+    if rule.action == "reject":
+        reason = f" {rule.source.reason}" if rule.source.reason else ""
+        walk.reject(
+            path,
+            InvalidRequest(
+                f"Unsupported value: '{path}' given as token ids is not supported by this "
+                f"deployment.{reason}",
+                param=path,
+                code="unsupported_value",
+            ),
+            report=rule.report,
+        )
+    elif walk.trace:
+        walk.outcomes.append(Outcome(path, PASSED, "token ids"))
     return value
 
 

@@ -22,6 +22,7 @@ from gateway.probe.responses import RESPONSES
 from gateway.probe.route import CHAT, COMPLETIONS
 from gateway.probe.runner import planned_requests, probe_engine
 from gateway.probe.writer import SEED_CHOICES, render_policy
+from gateway.routes import EMBEDDINGS, RERANK
 from gateway.settings import config_path, load_settings
 from gateway.yamlsource import SourceError
 
@@ -31,6 +32,9 @@ ROUTES = {
     "both": [CHAT, COMPLETIONS],
     "responses": [CHAT, RESPONSES],
     "all": [CHAT, COMPLETIONS, RESPONSES],
+    # An embedding or rerank model is its own deployment: --model names it.
+    "embeddings": [EMBEDDINGS],
+    "rerank": [RERANK],
 }
 
 
@@ -49,7 +53,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         choices=sorted(ROUTES),
         default="all",
         help="all: chat, completions and /v1/responses (whose rules follow the chat "
-        "route's verdicts unless the engine serves it natively)",
+        "route's verdicts unless the engine serves it natively); embeddings, rerank: "
+        "those of an embedding or rerank model",
     )
     parser.add_argument("--out", type=Path, help="write the policy the findings call for here")
     parser.add_argument("--report", type=Path, help="write the findings as Markdown here")

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-from gateway.probe import checks, messages, sampling, seed
+from gateway.probe import checks, messages, sampling, seed, vectors
 from gateway.probe.client import BudgetSpent, EngineClient
 from gateway.probe.context import (
     FREE_SAMPLES,
@@ -79,8 +79,9 @@ def checks_for(route: str) -> list[Check]:
 def planned_requests(routes: Sequence[str]) -> int:
     """The most requests a probe of ``routes`` sends."""
     baseline = GREEDY_SAMPLES + FREE_SAMPLES
-    chat_like = [r for r in routes if r != RESPONSES]
+    chat_like = [r for r in routes if r != RESPONSES and r not in vectors.REQUESTS]
     native = REQUESTS if RESPONSES in routes else 0
+    native += sum(vectors.REQUESTS.get(r, 0) for r in routes)
     return native + sum(baseline + sum(c.requests for c in checks_for(r)) for r in chat_like)
 
 
@@ -143,6 +144,14 @@ def probe_engine(
                 result.responses = probe_responses(client, model=model, extra=result.extra)
             except BudgetSpent as exc:
                 result.responses = ResponsesProbe(False, f"not measured: {exc}")
+            continue
+        if path in vectors.PROBES:
+            show(path)
+            try:
+                found, error = vectors.PROBES[path](client, model=model)
+            except BudgetSpent as exc:
+                found, error = [], f"not measured: {exc}"
+            result.routes.append(RouteResult(path, found, Baseline([], []), error=error))
             continue
         probe = Probe(client, ProbeRoute(path, model, result.extra), before_wave=before_wave)
         show(f"{path} baseline")

@@ -12,6 +12,8 @@ from gateway.probe.message_rules import messages_rule
 from gateway.probe.responses import route_lines as responses_route_lines
 from gateway.probe.route import CHAT
 from gateway.probe.runner import ProbeResult, RouteResult
+from gateway.probe.vector_rules import route_lines as vector_route_lines
+from gateway.probe.vectors import PROBES as VECTOR_ROUTES
 from gateway.probe.verdict import (
     ALONE_ONLY,
     BROKEN,
@@ -125,7 +127,9 @@ def render_policy(
     lines += _model_comment(result, day)
     lines += ["unknown_fields: reject", "", "routes:"]
     for route in result.routes:
-        if route.error is None:
+        if route.error is None and route.route in VECTOR_ROUTES:
+            lines += vector_route_lines(route.route, route.verdicts, result.model, day)
+        elif route.error is None:
             lines += _route_lines(route, result, day, seed_under_load)
     if result.responses is not None:
         lines += responses_route_lines(result.responses, result.route(CHAT), day)

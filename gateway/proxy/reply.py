@@ -62,6 +62,7 @@ async def reply(call: Call, route: Route, response: UpstreamResponse, limits: Li
             shaped = await route.answer(call, answer, data, headers)
             if shaped is not None:
                 headers, data = shaped
+        del answer  # not held while the client reads (an embeddings answer: ~1 MB parsed)
         headers.append((b"content-length", str(len(data)).encode()))
     await responder.start(response.status, headers)
     await responder.body(data)

@@ -91,7 +91,7 @@ cases:
         (CASE + "    profile: nightly\n", 1, "profile 'nightly' is not defined in the policy"),
         (CASE.replace("expect: {", "expect: {changed: 1, "), 2, "cases.yaml:5: cases[0].expect: "),
         (CASE.replace("    body:", "    bdy:"), 2, "cases.yaml:4: cases[0].bdy: unknown key 'bdy'"),
-        (CASE.replace("name: a", "name: a\n    route: /v1/embeddings"), 2, "cases[0].route"),
+        (CASE.replace("name: a", "name: a\n    route: /v1/audio/speech"), 2, "cases[0].route"),
         ("cases: 3\n", 2, "a case file is a mapping with a list 'cases'"),
     ],
 )

@@ -393,6 +393,35 @@ async def test_a_completions_request_is_a_text_completion_span() -> None:
     assert server.attributes["gen_ai.operation.name"] == "text_completion"
 
 
+async def test_an_embeddings_request_is_an_embeddings_span_with_input_tokens_only() -> None:
+    data = [{"object": "embedding", "index": 0, "embedding": "AAAAAA=="}]
+    body = {
+        "object": "list",
+        "data": data,
+        "model": "emb",
+        "usage": {"prompt_tokens": 3, "total_tokens": 3},
+    }
+    answer = http_response(200, json.dumps(body).encode(), headers=JSON)
+    async with (
+        FakeEngine(sends(answer)) as engine,
+        otlp_receiver() as (receiver, traces),
+        traced_gateway(engine.url, traces) as c,
+    ):
+        sent = {"model": "emb", "input": ["a b c"], "encoding_format": "base64", "dimensions": 1}
+        assert (
+            await c.post("/v1/embeddings", json=sent, headers={"x-request-id": "em"})
+        ).is_success
+        server, upstream = await receiver.trace_of("em")
+    assert server.name == "embeddings emb"
+    attributes = server.attributes
+    assert attributes["gen_ai.operation.name"] == "embeddings"
+    assert attributes["gen_ai.request.encoding_formats"] == ["base64"]
+    assert attributes["gen_ai.embeddings.dimension.count"] == 1
+    assert attributes["gen_ai.usage.input_tokens"] == 3
+    assert "gen_ai.usage.output_tokens" not in attributes
+    assert upstream.attributes["gen_ai.usage.input_tokens"] == 3
+
+
 async def test_n_by_fanout_is_one_engine_span_whose_context_each_request_carries(
     fake_engine: FakeEngine,
 ) -> None:

@@ -259,7 +259,7 @@ def test_explain_trace_lists_every_field(policy: Policy, n: int, action: str) ->
 
 def test_unknown_route_is_left_alone(policy: Policy) -> None:
     body = {"anything": 1}
-    decision = apply_policy(policy, "/v1/embeddings", body)
+    decision = apply_policy(policy, "/v1/audio/speech", body)
     assert decision.error is None and decision.body is body
 
 

@@ -266,7 +266,7 @@ async def test_models_pass_through_and_unknown_paths_404(
     models = await client.get("/v1/models")
     assert models.json() == {"object": "list", "data": []}
     assert engine.requests[0].url.path == "/v1/models"
-    openai_error(await client.get("/v1/embeddings"), 404, code="unknown_url")
+    openai_error(await client.get("/v1/audio/speech"), 404, code="unknown_url")
     openai_error(await client.get(CHAT), 405)
     assert len(engine.requests) == 1
 
