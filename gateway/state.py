@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from gateway._types import Headers
 from gateway.drain import Drain
@@ -16,9 +16,6 @@ from gateway.policy.fingerprint import Fingerprints
 from gateway.routing.hint import Hinter
 from gateway.settings import Settings
 from gateway.upstream.engines import Engines, Target
-
-if TYPE_CHECKING:
-    from gateway.proxy.call import Call
 
 
 class ModelsOfKeys(Protocol):
@@ -61,12 +58,14 @@ class GatewayState:
     def __post_init__(self) -> None:
         self.fingerprints = Fingerprints(engine=self.settings.upstream.engine_identity())
 
-    def fingerprint(self, route: str | None, call: Call) -> bytes | None:
-        """The system_fingerprint of ``route``'s answers to ``call``: its deployment's
-        (a fleet's), else the single engine's, under the policy that judged it."""
+    def fingerprint(
+        self, route: str | None, target: Target | None, policy: Policy | None
+    ) -> bytes | None:
+        """The system_fingerprint of ``route``'s answers to a request sent to ``target``
+        (a fleet's deployment, else None: the single engine) and judged by ``policy``
+        (None: the live one)."""
         if route is None:
             return None
-        target = call.target
         if target is not None and target.engine.fingerprints is not None:
-            return target.engine.fingerprints.of(call.policy or self.policy, route)
+            return target.engine.fingerprints.of(policy or self.policy, route)
         return self.fingerprints.of(self.policy, route)

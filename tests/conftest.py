@@ -8,7 +8,12 @@ each folder's own are in its conftest.py or its test modules.
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
+import sys
+import threading
+import warnings
+from collections.abc import Iterator
 
 import pytest
 
@@ -37,3 +42,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     # so that neither filterwarnings = error nor --strict-config fails on it.
     if importlib.util.find_spec("pytest_timeout") is None:
         parser.addini("timeout", "per-test time-out (pytest-timeout is not installed: unused)")
+
+
+# The loggers a gateway's set-up (observe/logs.py:setup_logging) configures when a test
+# runs `serve` in process: put back after each test, so no test's log capture (caplog,
+# which listens on the root logger) depends on which tests ran before it.
+_LOGGERS = ("", "gateway", "uvicorn", "uvicorn.error", "uvicorn.access", "py.warnings")
+
+
+@pytest.fixture(autouse=True)
+def _logging_as_it_was() -> Iterator[None]:
+    saved = []
+    for name in _LOGGERS:
+        logger = logging.getLogger(name)
+        saved.append((logger, logger.level, logger.propagate, logger.disabled, logger.handlers[:]))
+    hooks = sys.excepthook, threading.excepthook, warnings.showwarning
+    yield
+    for logger, level, propagate, disabled, handlers in saved:
+        logger.setLevel(level)
+        logger.propagate = propagate
+        logger.disabled = disabled
+        logger.handlers[:] = handlers
+    logging.captureWarnings(False)  # setup_logging's capture, undone before the hooks
+    sys.excepthook, threading.excepthook, warnings.showwarning = hooks

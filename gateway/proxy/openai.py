@@ -98,14 +98,16 @@ class ChatRoute(Route):
     ) -> tuple[Headers, bytes] | None:
         if type(answer) is not dict or isinstance(answer.get("system_fingerprint"), str):
             return None  # the engine's own is kept
-        fingerprint = self.state.fingerprint(self.name, call)
+        fingerprint = self.state.fingerprint(self.name, call.target, call.policy)
         if fingerprint is None:
             return None
         return headers, stamp_answer(data, fingerprint)
 
     def shaper(self, call: Call) -> ChatStream:
         # Looked up once per call: every chunk of the stream carries the same one.
-        return ChatStream(hide=call.hide, fingerprint=self.state.fingerprint(self.name, call))
+        return ChatStream(
+            hide=call.hide, fingerprint=self.state.fingerprint(self.name, call.target, call.policy)
+        )
 
 
 class CompletionsRoute(ChatRoute):

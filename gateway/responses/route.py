@@ -231,5 +231,5 @@ class TranslatedResponses(Route):
 
     def _fingerprint(self, call: Call) -> str | None:
         """The gateway's system_fingerprint for this call's answer (engines send none)."""
-        fingerprint = self.state.fingerprint(self.name, call)
+        fingerprint = self.state.fingerprint(self.name, call.target, call.policy)
         return fingerprint.decode() if fingerprint is not None else None

@@ -65,7 +65,8 @@ async def test_sighup_reloads_the_limits_from_the_config_file(
             result = await app.state.reloader.reload("SIGHUP")
             assert (result.result, result.changed) == ("loaded", ("rate limits",))
             assert await limit_header(client) is None
-    messages = [r.message for r in caplog.records]
+    # The warnings alone: whether info lines show depends on the log levels a test inherits.
+    messages = [r.message for r in caplog.records if r.levelno >= logging.WARNING]
     assert messages == ["reload failed; the live policy, API keys and rate limits stay"] * 2
 
 
