@@ -73,11 +73,14 @@ def count(router: ModelRouter, call: Call, model: str) -> tuple[int, int]:
             opcodes += 1
         return trace
 
+    # Whatever traced before (coverage, under pytest --cov) is put back after: left
+    # unset, it stopped measuring every test that ran later.
+    tracer = sys.gettrace()
     sys.settrace(trace)
     try:
         _once(router, call, model)
     finally:
-        sys.settrace(None)
+        sys.settrace(tracer)
     return calls - 1, opcodes  # less _once itself
 
 

@@ -34,7 +34,9 @@ ENGINES = tuple(
     if name in os.environ.get("FT_REAL_ENGINES", f"{LLAMA_SERVER},{LLAMA_CPP_PYTHON}").split(",")
 )
 # The line each engine prints once it serves, the model loaded.
-READY = {LLAMA_SERVER: b"server is listening on", LLAMA_CPP_PYTHON: b"Uvicorn running on"}
+# What each says once it serves: llama-server build 11434 logs "llama_server: listening on
+# http://..." (older builds "server is listening on"); uvicorn its own line.
+READY = {LLAMA_SERVER: b"listening on http", LLAMA_CPP_PYTHON: b"Uvicorn running on"}
 
 
 def environ(name: str) -> str:
