@@ -43,7 +43,7 @@ from gateway.probe.verdict import (
     INCONCLUSIVE,
     REJECTED,
     Verdict,
-    verdict_line,
+    probed_note,
 )
 from gateway.probe.yamltext import Alias, Anchor, Noted
 
@@ -101,9 +101,7 @@ def _verdict(find: Find, name: str) -> Verdict:
 
 
 def _note(verdict: Verdict, day: str, then: str = "", *, review: bool = True) -> str:
-    review = review and verdict.outcome == INCONCLUSIVE
-    review_text = "REVIEW BY HAND. " if review else ""
-    text = f"{review_text}{verdict.field}: {verdict_line(verdict)} (probed {day})"
+    text = probed_note(verdict.field, verdict, day, review=review)
     return f"{text}; {then}" if then else text
 
 
