@@ -74,7 +74,7 @@ def _counted(probe: Probe, name: str, answer: Answer) -> Verdict | tuple[Trial, 
 
 
 def _by_count(
-    name: str, trial: Trial, tokens: int, base: int, rendered: str, dropped: str, fewer: str
+    name: str, trial: Trial, tokens: int, base: int, *, rendered: str, dropped: str, fewer: str
 ) -> Verdict:
     """More prompt tokens than ``base``: rendered (honoured); as many: dropped (ignored);
     fewer: the probe cannot tell. Each outcome's summary is given."""
@@ -98,11 +98,11 @@ def _role_message(probe: Probe, name: str, role: str) -> Verdict:
         trial,
         tokens,
         plain,
-        f"a {role} message before the user's is rendered: {tokens} prompt tokens, "
+        rendered=f"a {role} message before the user's is rendered: {tokens} prompt tokens, "
         f"{plain} without it",
-        f"a {role} message before the user's is dropped: {tokens} prompt tokens, as "
+        dropped=f"a {role} message before the user's is dropped: {tokens} prompt tokens, as "
         "many as without it",
-        f"fewer prompt tokens with a {role} message ({tokens}) than without ({plain})",
+        fewer=f"fewer prompt tokens with a {role} message ({tokens}) than without ({plain})",
     )
 
 
@@ -191,11 +191,11 @@ def check_part(probe: Probe, name: str) -> Verdict:
         trial,
         tokens,
         base,
-        f"{_a(kind)} part beside a text part is rendered: {tokens} prompt tokens, "
+        rendered=f"{_a(kind)} part beside a text part is rendered: {tokens} prompt tokens, "
         f"{base} for {without}",
-        f"{_a(kind)} part beside a text part is dropped without a word: {tokens} prompt "
-        f"tokens, as many as for {without}",
-        f"fewer prompt tokens with {_a(kind)} part ({tokens}) than for {without} ({base})",
+        dropped=f"{_a(kind)} part beside a text part is dropped without a word: {tokens} "
+        f"prompt tokens, as many as for {without}",
+        fewer=f"fewer prompt tokens with {_a(kind)} part ({tokens}) than for {without} ({base})",
     )
 
 
