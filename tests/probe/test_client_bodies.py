@@ -8,9 +8,11 @@ from __future__ import annotations
 from gateway.policy.engine import Policy
 from gateway.policy.loading import load_policy_file, parse_policy_text
 from gateway.probe.clients import client_bodies, judge_clients, report_lines
+from gateway.probe.responses import RESPONSES
+from gateway.probe.route import CHAT
 from gateway.probe.writer import render_policy
 from tests.support.paths import FIXTURES, POLICY
-from tests.support.probes import probe_without_responses
+from tests.support.probes import run_probe
 from tests.support.toyengine import ToyEngine
 
 
@@ -37,7 +39,7 @@ def test_the_shipped_policy_refuses_only_what_ft_serve_lacks() -> None:
 
 
 def test_the_probes_written_policy_is_judged_the_same_way() -> None:
-    result = probe_without_responses(ToyEngine())
+    result = run_probe(ToyEngine(), [CHAT, RESPONSES])
     written = Policy(parse_policy_text(render_policy(result)))
     verdicts = {v.client: v for v in judge_clients(written)}
     assert verdicts["OpenAI Agents SDK (Python)"].refused is None

@@ -18,12 +18,12 @@ from gateway.probe.route import CHAT
 from gateway.probe.runner import planned_requests, probe_engine
 from gateway.probe.verdict import HONOURED, IGNORED
 from gateway.probe.writer import render_policy
-from tests.support.probes import DAY, probe_without_responses
+from tests.support.probes import DAY, run_probe
 from tests.support.toyengine import ToyEngine
 
 
 def test_an_engine_without_the_route_gets_translate_rules_from_the_chat_verdicts() -> None:
-    result = probe_without_responses(ToyEngine(ignore={"response_format"}))
+    result = run_probe(ToyEngine(ignore={"response_format"}), [CHAT, RESPONSES])
     assert result.responses is not None and not result.responses.native
     assert "HTTP 404" in result.responses.detail
     text = render_policy(result)

@@ -6,10 +6,7 @@ import re
 from datetime import date
 from typing import Any
 
-import httpx
-
 from gateway.probe.client import EngineClient
-from gateway.probe.responses import RESPONSES
 from gateway.probe.route import CHAT, COMPLETIONS
 from gateway.probe.runner import ProbeResult, probe_engine
 from gateway.probe.verdict import Verdict
@@ -32,21 +29,6 @@ def run_probe(
     ) as client:
         return probe_engine(
             client, upstream="http://toy", model="toy", routes=routes, extra=extra, today=DAY
-        )
-
-
-def probe_without_responses(toy: ToyEngine) -> ProbeResult:
-    """A probe of chat and /v1/responses, dated DAY, of ``toy`` as an engine without
-    /v1/responses (a 404 there)."""
-
-    def no_responses(request: httpx.Request) -> httpx.Response:
-        if request.url.path == RESPONSES:
-            return httpx.Response(404, json={"detail": "Not Found"})
-        return toy(request)
-
-    with EngineClient("http://toy", transport=httpx.MockTransport(no_responses)) as client:
-        return probe_engine(
-            client, upstream="http://toy", model="toy", routes=[CHAT, RESPONSES], today=DAY
         )
 
 
