@@ -1,5 +1,6 @@
 """The repository's files that tests read: its root, the default policy, the test
-fixtures; and the profile that tests add to the default policy."""
+fixtures; the profiles that tests add to the default policy, and the file that does it
+(``policy_with``)."""
 
 from __future__ import annotations
 
@@ -20,3 +21,19 @@ profiles:
         fields:
           n: {maximum: 16}
 """
+# The shipped policy refuses logprobs; a key with profile "canary" has it only reported.
+CANARY_PROFILE = """
+profiles:
+  canary:
+    routes:
+      /v1/chat/completions:
+        fields:
+          logprobs: {enforcement: report}
+"""
+
+
+def policy_with(directory: Path, text: str) -> Path:
+    """``directory/policy.yaml``: the default policy with ``text`` (YAML) appended."""
+    path = directory / "policy.yaml"
+    path.write_text(POLICY.read_text() + text)
+    return path
