@@ -19,7 +19,7 @@ from tests.support.gateways import gateway_settings
 from tests.support.limits import key_of, write_keys
 from tests.support.metrics import Scrape
 from tests.support.otlp import otlp_receiver
-from tests.support.paths import CANARY_PROFILE, policy_with
+from tests.support.paths import policy_with
 from tests.support.sdk import sdk
 from tests.support.servers import running_server
 
@@ -27,6 +27,15 @@ pytestmark = pytest.mark.anyio
 
 ALICE = key_of("alice")
 CANARY = key_of("canary")
+# The shipped policy refuses logprobs; the canary profile only reports it.
+CANARY_PROFILE = """
+profiles:
+  canary:
+    routes:
+      /v1/chat/completions:
+        fields:
+          logprobs: {enforcement: report}
+"""
 
 
 def log_line(out: str, request_id: str) -> dict[str, Any]:

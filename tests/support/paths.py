@@ -1,5 +1,5 @@
 """The repository's files that tests read: its root, the default policy, the test
-fixtures; the profiles that tests add to the default policy, and the file that does it
+fixtures; the profile that tests add to the default policy, and the file that does it
 (``policy_with``)."""
 
 from __future__ import annotations
@@ -20,15 +20,6 @@ profiles:
       /v1/chat/completions:
         fields:
           n: {maximum: 16}
-"""
-# The shipped policy refuses logprobs; a key with profile "canary" has it only reported.
-CANARY_PROFILE = """
-profiles:
-  canary:
-    routes:
-      /v1/chat/completions:
-        fields:
-          logprobs: {enforcement: report}
 """
 
 
