@@ -18,7 +18,7 @@ import argparse
 import asyncio
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from bench.instant import InstantEngine
@@ -125,7 +125,7 @@ def cost_table(costs: dict[str, float]) -> str:
     return markdown(rows)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: Sequence[str] | None = None) -> int:
     """Measure and print the table."""
     parser = argparse.ArgumentParser(prog="python -m bench.routing_cost", description=__doc__)
     parser.add_argument("--number", type=int, default=20000, help="requests per round")
@@ -135,7 +135,8 @@ def main(argv: list[str] | None = None) -> None:
     costs |= asyncio.run(request_costs(number=args.number, replicas=args.replicas))
     print(f"Routing decision over {args.replicas} replicas ({args.number} requests a round):")
     print(cost_table(costs))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())
