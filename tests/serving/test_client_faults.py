@@ -119,34 +119,28 @@ async def test_client_leaving_while_sending_its_body_reaches_no_engine(
     assert fake_engine.requests == []
 
 
-async def test_client_leaving_while_waiting_closes_the_engine_request(
+@pytest.mark.parametrize("moment", ["while waiting", "mid-stream"], ids=["waiting", "mid-stream"])
+async def test_client_leaving_closes_the_engine_request(
     fake_engine: FakeEngine,
     gateway: Gateway,
     upstream_client: str,
     figure: Callable[[str, str], None],
+    moment: str,
 ) -> None:
+    """The client hangs up while the engine has not answered, or once the first event came
+    back with the engine still mid-stream: the engine's connection closes, each time."""
+
     async def one(index: int) -> float:
-        return await hang_up(fake_engine, gateway.url, chat(), {"x-bad-mode": "hang"})
-
-    label = f"hang-up while waiting -> engine connection closed ({upstream_client})"
-    figure(label, await hang_up_rounds(one))
-
-
-async def test_client_leaving_mid_stream_closes_the_engine_request(
-    fake_engine: FakeEngine,
-    gateway: Gateway,
-    upstream_client: str,
-    figure: Callable[[str, str], None],
-) -> None:
-    async def one(index: int) -> float:
-        headers = {"x-bad-gate": f"never-{index}", "x-bad-chunks": "5"}
+        if moment == "while waiting":
+            return await hang_up(fake_engine, gateway.url, chat(), {"x-bad-mode": "hang"})
+        gate = f"never-{index}"
+        headers = {"x-bad-gate": gate, "x-bad-chunks": "5"}
         body = chat(stream=True)
         seconds = await hang_up(fake_engine, gateway.url, body, headers, first_event=True)
-        # The engine was still mid-stream.
-        assert not fake_engine.gate(f"never-{index}").is_set()
+        assert not fake_engine.gate(gate).is_set()  # the engine was still mid-stream
         return seconds
 
-    label = f"hang-up mid-stream -> engine connection closed ({upstream_client})"
+    label = f"hang-up {moment} -> engine connection closed ({upstream_client})"
     figure(label, await hang_up_rounds(one))
 
 
