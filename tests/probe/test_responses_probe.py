@@ -20,22 +20,12 @@ from gateway.probe.runner import planned_requests, probe_engine
 from gateway.probe.verdict import HONOURED, IGNORED
 from gateway.probe.writer import render_policy
 from gateway.responses.translate import GATEWAY_ONLY
-from tests.support.probes import DAY
+from tests.support.probes import DAY, run_probe
 from tests.support.toyengine import ToyEngine
 
 
 def test_an_engine_without_the_route_gets_translate_rules_from_the_chat_verdicts() -> None:
-    toy = ToyEngine(ignore={"response_format"})
-
-    def no_responses(request: httpx.Request) -> httpx.Response:
-        if request.url.path == RESPONSES:
-            return httpx.Response(404, json={"detail": "Not Found"})
-        return toy(request)
-
-    with EngineClient("http://toy", transport=httpx.MockTransport(no_responses)) as client:
-        result = probe_engine(
-            client, upstream="http://toy", model="toy", routes=[CHAT, RESPONSES], today=DAY
-        )
+    result = run_probe(ToyEngine(ignore={"response_format"}), [CHAT, RESPONSES])
     assert result.responses is not None and not result.responses.native
     assert "HTTP 404" in result.responses.detail
     text = render_policy(result)
