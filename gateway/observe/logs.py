@@ -88,6 +88,8 @@ def request_record(exchange: Exchange, now: float) -> dict[str, Any]:
     started = exchange.upstream_started
     first = exchange.first_byte
     usage = exchange.usage
+    # Unpacked, not read by name: a tuple's named fields are not specialised reads.
+    prompt, completion, total = (None, None, None) if usage is None else usage
     line = {
         "request_id": exchange.request_id,
         "method": exchange.method,
@@ -105,9 +107,9 @@ def request_record(exchange: Exchange, now: float) -> dict[str, Any]:
         "ttfb_ms": _ms(first - started) if started is not None and first is not None else None,
         "bytes_out": exchange.bytes_out,
         "client_disconnected": exchange.client_disconnected,
-        "prompt_tokens": usage.prompt if usage is not None else None,
-        "completion_tokens": usage.completion if usage is not None else None,
-        "total_tokens": usage.total if usage is not None else None,
+        "prompt_tokens": prompt,
+        "completion_tokens": completion,
+        "total_tokens": total,
         "rate_limited": exchange.rate_limited,
         "reported": _reported(exchange) if exchange.report is not None else None,
     }

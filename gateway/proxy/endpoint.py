@@ -64,6 +64,7 @@ class ProxyEndpoint:
     def __init__(self, state: GatewayState, route: Route) -> None:
         self.state = state
         self.route = route
+        self.upstream_path = route.upstream_path  # (a class attribute: read once, here)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         state = self.state
@@ -174,7 +175,7 @@ class ProxyEndpoint:
         leaving and the drain expiring; ``bodies`` is emptied once they are sent."""
         state = self.state
         record = call.record
-        path: str = self.route.upstream_path or scope["path"]
+        path: str = self.upstream_path or scope["path"]
         query: bytes = scope.get("query_string", b"")
         if query:
             path = f"{path}?{query.decode('latin-1')}"
