@@ -170,6 +170,8 @@ class Tracer(Observer, Protocol):
 class NullObserver:
     """Records nothing."""
 
+    ignores_start = True
+
     def started(self, exchange: Exchange) -> None:
         return None
 
@@ -182,9 +184,11 @@ class Observers:
 
     def __init__(self, *observers: Observer) -> None:
         self.observers = observers
+        # Those told of a start: not those that say they ignore it (the access log).
+        self._starting = tuple(o for o in observers if not getattr(o, "ignores_start", False))
 
     def started(self, exchange: Exchange) -> None:
-        for observer in self.observers:
+        for observer in self._starting:
             observer.started(exchange)
 
     def finished(self, exchange: Exchange) -> None:

@@ -87,11 +87,11 @@ class ProxyEndpoint:
                 record.client, call.profile = state.authenticate(headers)
             bodies = [b""]
             if route.name is not None:
-                raw = await self._read_body(receive, headers)
+                raw = await self._read_body(receive, call)
                 if raw is None:
                     record.client_disconnected = True
                     return
-                body = parse_request(raw, headers)
+                body = parse_request(raw, headers, call.named)
                 if state.capture is not None:
                     state.capture.record(route.name, call.profile, body, len(raw))
                 if tracer is not None:
@@ -233,14 +233,14 @@ class ProxyEndpoint:
         if reason == "shutdown":
             await _end_for_shutdown(call)
 
-    async def _read_body(self, receive: Receive, headers: Headers) -> bytes | None:
+    async def _read_body(self, receive: Receive, call: Call) -> bytes | None:
         settings = self.state.settings
         cutoff = Cutoff()
         timer = asyncio.get_running_loop().call_later(
             settings.server.body_timeout, cutoff.cut, "body time-out"
         )
         try:
-            raw = await read_body(receive, headers, settings.limits.max_body_bytes)
+            raw = await read_body(receive, call.headers, settings.limits.max_body_bytes, call.named)
             if await cutoff.settle() is None:
                 return raw
         except asyncio.CancelledError:
