@@ -19,10 +19,12 @@ class Cutoff:
 
     __slots__ = ("_task", "_armed", "reason")
 
-    def __init__(self) -> None:
-        task = asyncio.current_task()
+    def __init__(self, task: asyncio.Task[object] | None = None) -> None:
+        """``task``: the current task, where the caller has it (a request makes two)."""
         if task is None:
-            raise RuntimeError("a Cutoff belongs to a task")
+            task = asyncio.current_task()
+            if task is None:
+                raise RuntimeError("a Cutoff belongs to a task")
         self._task = task
         self._armed = True
         self.reason: str | None = None

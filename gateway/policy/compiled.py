@@ -206,10 +206,29 @@ class CompiledSelect:
         }
 
 
+# The fast walk's plan for one signature of an object: the key its caller deals with
+# (a select's), and each key whose value needs a check beyond its type, with what it is
+# checked against and how: "range" (its Rule's bounds), "members" (a Members), "inner"
+# (an object's ObjectRules).
+Plan = tuple[str | None, tuple[tuple[str, Any, str], ...]]
+
+
 class ObjectRules:
     """The rules of an object's keys, compiled for the walk."""
 
-    __slots__ = ("rules", "unknown", "required", "defaults", "requires", "plain", "report")
+    __slots__ = (
+        "rules",
+        "unknown",
+        "required",
+        "defaults",
+        "requires",
+        "plain",
+        "report",
+        "plans",
+    )
+    # Signatures (keys, then their values' types) an object may take are bounded by the
+    # rules' keys; the plans kept are bounded all the same.
+    MOST_PLANS = 1024
 
     def __init__(
         self,
@@ -229,6 +248,8 @@ class ObjectRules:
         self.plain = not self.defaults
         # Whether a key that ``unknown`` refuses is only reported.
         self.report = report
+        # By signature, what the fast walk checks beyond types (walk.py:passes).
+        self.plans: dict[tuple[Any, ...], Plan] = {}
 
 
 def compile_rules(

@@ -24,7 +24,15 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import InvalidRequest
-from gateway.policy.compiled import CompiledSelect, Dispatch, Members, ObjectRules, Rule, Shape
+from gateway.policy.compiled import (
+    CompiledSelect,
+    Dispatch,
+    Members,
+    ObjectRules,
+    Plan,
+    Rule,
+    Shape,
+)
 
 # Outcomes recorded per field. "passed" is only recorded when tracing (explain):
 # the hot path records only what the operator needs to count.
@@ -279,40 +287,69 @@ def walk_object(
 
 def passes(compiled: ObjectRules, obj: dict[str, Any], known: str | None = None) -> bool:
     """Whether ``obj`` passes as it is, with no outcome to record: every key's value
-    passes its rule's bare type check, or is an array of members (messages, content
-    parts) or an object each of which passes the same way. Most requests are done
-    here; anything else (a refusal, a rewrite, a cross-key rule) is left to the full
-    walk, which finds it again and names it."""
+    passes its rule's bare type check, or is a number in its range, or an array of
+    members (messages, content parts) or an object each of which passes the same way.
+    Most requests are done here; anything else (a refusal, a rewrite, a cross-key
+    rule) is left to the full walk, which finds it again and names it.
+
+    What an object's keys and their values' types need (the Plan) is worked out once
+    per such signature and kept on ``compiled``, so an object like one seen before
+    costs a look-up and the checks of its values that need more than their type."""
     if not compiled.plain:
         return False
+    signature = (*obj, *map(type, obj.values()))
+    plan = compiled.plans.get(signature)
+    if plan is None or plan[0] != known:
+        plan = _plan(compiled, obj, known, signature)
+        if plan is None:
+            return False
+    for name, what, check in plan[1]:
+        value = obj[name]
+        if check is _RANGE:
+            if not what.least <= value <= what.most:
+                return False
+        elif check is _MEMBERS:
+            if not _members_pass(what, value):
+                return False
+        elif not passes(what, value, None):
+            return False
+    return True
+
+
+_RANGE, _MEMBERS, _INNER = "range", "members", "inner"
+
+
+def _plan(
+    compiled: ObjectRules, obj: dict[str, Any], known: str | None, signature: tuple[Any, ...]
+) -> Plan | None:
+    """The checks an object of ``obj``'s signature needs beyond its types (None: it
+    cannot pass as it is, whatever its values); kept on ``compiled``."""
     rules = compiled.rules
+    checks: list[tuple[str, Any, str]] = []
     for name, value in obj.items():
         rule = rules.get(name)
         if rule is None:
             if name != known:
-                return False
+                return None
             continue
         kind = type(value)
         if kind in rule.fast:
             continue
         if kind in rule.ranged:
-            if rule.least <= value <= rule.most:
-                continue
-            return False
-        if kind is list:
-            members = rule.members
-            if members is None or not _members_pass(members, value):
-                return False
-        elif kind is dict:
-            inner = rule.inner
-            if inner is None or not passes(inner, value, None):
-                return False
+            checks.append((name, rule, _RANGE))
+        elif kind is list and rule.members is not None:
+            checks.append((name, rule.members, _MEMBERS))
+        elif kind is dict and rule.inner is not None:
+            checks.append((name, rule.inner, _INNER))
         else:
-            return False
+            return None
     for name in compiled.required:
         if name not in obj:
-            return False
-    return True
+            return None
+    plan = (known, tuple(checks))
+    if len(compiled.plans) < ObjectRules.MOST_PLANS:
+        compiled.plans[signature] = plan
+    return plan
 
 
 def _members_pass(members: Members, value: list[Any]) -> bool:

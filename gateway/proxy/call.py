@@ -10,6 +10,7 @@ the record once it is finished.
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from gateway._types import Headers, Scope, Send
@@ -31,6 +32,7 @@ class Call:
     # interpreter a dictionary miss and a class look-up each time.
     __slots__ = (
         "headers",
+        "task",
         "named",
         "engine_id",
         "responder",
@@ -48,6 +50,7 @@ class Call:
 
     def __init__(self, route: str | None, scope: Scope, send: Send) -> None:
         self.headers: Headers = scope["headers"]  # the client's request headers
+        self.task = asyncio.current_task()  # the request's (its cutoffs cancel it)
         # The headers by name where no name repeats (most requests), else None: then a
         # look-up in it gives what a scan of the list would, and the dict is made in C
         # (request_ids, read_body and parse_request each save a loop in Python).

@@ -182,7 +182,7 @@ class ProxyEndpoint:
         target = call.target
         engine = state.engines.default if target is None else target.engine
         headers = self._upstream_headers(call, engine.auth)
-        cutoff = call.cutoff = Cutoff()
+        cutoff = call.cutoff = Cutoff(call.task)
         watcher = asyncio.get_running_loop().create_task(_watch_disconnect(receive, cutoff, call))
         state.drain.register(cutoff)
         try:
@@ -235,7 +235,7 @@ class ProxyEndpoint:
 
     async def _read_body(self, receive: Receive, call: Call) -> bytes | None:
         settings = self.state.settings
-        cutoff = Cutoff()
+        cutoff = Cutoff(call.task)
         timer = asyncio.get_running_loop().call_later(
             settings.server.body_timeout, cutoff.cut, "body time-out"
         )

@@ -38,6 +38,7 @@ from gateway.upstream.base import (
     connect_timed_out,
     read_limited,
     timed_out,
+    too_large,
     unreachable,
 )
 
@@ -310,6 +311,18 @@ class _Response:
         return self._body(deadline=None, late=SILENT)
 
     async def read(self, limit: int) -> bytes:
+        exchange = self._exchange
+        if exchange.ended and self._decoder is None and exchange.failure is None:
+            # The whole answer is in (it came with its head, as a small one does): it is
+            # taken at once, without the reading loop.
+            buffer = exchange.buffer
+            data = buffer[0] if len(buffer) == 1 else b"".join(buffer)
+            if len(data) > limit:
+                raise too_large(limit)
+            buffer.clear()
+            exchange.buffered = 0
+            self._connection.drained(exchange)  # (reading resumes, if it was paused)
+            return data
         return await read_limited(
             functools.partial(self._next, deadline=self._deadline, late=LATE), limit
         )
