@@ -72,8 +72,10 @@ def format_text(ts: str, head: str, data: dict[str, Any]) -> str:
     return f"{ts} {head} {pairs}".rstrip()
 
 
-def request_record(exchange: Exchange, now: float) -> dict[str, Any]:
-    """The access-log fields of a finished exchange (no body, no header, no key)."""
+def request_record(exchange: Exchange, now: float, ts: str | None = None) -> dict[str, Any]:
+    """The access-log line of a finished exchange (no body, no header, no key): its
+    timestamp ``ts``, level and event first, then the request's fields (one dict made
+    per request, which is the JSON line's object as it is)."""
     touched: dict[str, str] = {}
     policy = exchange.verdict
     if policy is not None:
@@ -87,6 +89,9 @@ def request_record(exchange: Exchange, now: float) -> dict[str, Any]:
     # Unpacked, not read by name: a tuple's named fields are not specialised reads.
     prompt, completion, total = (None, None, None) if usage is None else usage
     line = {
+        "ts": ts,
+        "level": "info",
+        "event": "request",
         "request_id": exchange.request_id,
         "method": exchange.method,
         "path": exchange.path,
@@ -150,13 +155,13 @@ class AccessLog:
 
     def finished(self, exchange: Exchange) -> None:
         # perf_counter for durations (monotonic), time.time for the timestamp.
-        record = request_record(exchange, time.perf_counter())
+        now = time.perf_counter()
         ts = _timestamp(time.time())
         if self.json:
-            line = orjson.dumps(
-                {"ts": ts, "level": "info", "event": "request", **record}, option=_LINE
-            )
+            line = orjson.dumps(request_record(exchange, now, ts), option=_LINE)
         else:
+            record = request_record(exchange, now)
+            del record["ts"], record["level"], record["event"]
             head = f"{record.pop('method')} {record.pop('path')} {record.pop('status') or '-'}"
             if not record["fields"]:
                 del record["fields"]

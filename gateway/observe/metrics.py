@@ -224,6 +224,11 @@ class Metrics:
             if ttfb is None:
                 ttfb = t.ttfb[route] = Histogram()
             ttfb.observe(exchange.first_byte - started)
+        if exchange.error_code is not None or (exchange.upstream_status or 0) >= 500:
+            self._count_upstream_error(exchange)
+
+    def _count_upstream_error(self, exchange: Exchange) -> None:
+        t = self.tallies
         kind = None if exchange.engine_error else exchange.error_code
         if kind is None or kind not in UPSTREAM_CODES:
             kind = "engine_5xx" if (exchange.upstream_status or 0) >= 500 else None

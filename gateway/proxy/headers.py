@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import re
 import uuid
+from collections.abc import Mapping
 
 from gateway._types import Headers
 
@@ -126,14 +127,21 @@ def choice_headers(headers: Headers, index: int) -> Headers:
     return [(n, choice_request_id(v, index) if n == b"x-request-id" else v) for n, v in headers]
 
 
-def filter_headers(headers: Headers, drop: frozenset[bytes]) -> Headers:
+def filter_headers(
+    headers: Headers, drop: frozenset[bytes], named: Mapping[bytes, bytes] | None = None
+) -> Headers:
     """``headers`` without ``drop`` (which names ``Connection``) and without what
-    ``Connection`` names."""
+    ``Connection`` names; ``named``: the same headers by name, where the caller has
+    them (a look-up there saves a scan)."""
     out = [h for h in headers if h[0] not in drop]
-    if len(out) == len(headers) or b"connection" not in dict(headers):
-        return out  # (a dict made in C: cheaper than a loop in Python)
-    named: set[bytes] = set()
+    if len(out) == len(headers):
+        return out
+    if named is None:
+        named = dict(headers)  # (made in C: cheaper than a loop in Python)
+    if b"connection" not in named:
+        return out
+    listed: set[bytes] = set()
     for name, value in headers:
         if name == b"connection":
-            named.update(t.strip().lower() for t in value.split(b","))
-    return [h for h in out if h[0] not in named] if named else out
+            listed.update(t.strip().lower() for t in value.split(b","))
+    return [h for h in out if h[0] not in listed] if listed else out

@@ -115,7 +115,16 @@ class _Exchange:
 class _Connection(asyncio.Protocol):
     """A keep-alive connection to the engine; answers parsed as they arrive."""
 
-    __slots__ = ("_pool", "transport", "closed", "paused", "idle_since", "exchange", "_parser")
+    __slots__ = (
+        "_pool",
+        "transport",
+        "closed",
+        "paused",
+        "idle_since",
+        "exchange",
+        "_headers",
+        "_parser",
+    )
 
     def __init__(self, pool: HttptoolsUpstream) -> None:
         self._pool = pool
@@ -124,6 +133,7 @@ class _Connection(asyncio.Protocol):
         self.paused = False
         self.idle_since = 0.0
         self.exchange: _Exchange | None = None
+        self._headers: Headers = []  # the headers of the exchange under way
         self._parser = httptools.HttpResponseParser(self)
 
     # asyncio.Protocol
@@ -163,8 +173,7 @@ class _Connection(asyncio.Protocol):
     # httptools callbacks
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        assert self.exchange is not None
-        self.exchange.headers.append((name.lower(), value))
+        self._headers.append((name.lower(), value))  # (the exchange's: set by send)
 
     def on_headers_complete(self) -> None:
         exchange = self.exchange
@@ -202,11 +211,12 @@ class _Connection(asyncio.Protocol):
 
     def send(self, head: bytes, body: bytes) -> _Exchange:
         assert self.transport is not None
-        self.exchange = _Exchange()
+        self.exchange = exchange = _Exchange()
+        self._headers = exchange.headers
         self.transport.write(head + body if len(body) < 65536 else head)
         if len(body) >= 65536:
             self.transport.write(body)
-        return self.exchange
+        return exchange
 
     def drained(self, exchange: _Exchange) -> None:
         if self.paused and exchange.buffered < _LOW_WATER and self.transport is not None:
