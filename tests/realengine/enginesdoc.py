@@ -5,7 +5,10 @@ verdicts of ``ft-gateway probe``'s report and what the policy it wrote does with
 
 OUT_DIR holds, per engine, ``<engine>.json`` (name, version, model, checksum),
 ``<engine>.report.md`` (the probe's report) and ``<engine>.policy.yaml`` (its policy), as
-tests/realengine/probing.py leaves them. scripts/real-engines runs this after the suite.
+tests/realengine/probing.py leaves them; and, from the probe of the engine serving
+embeddings, ``<engine>.embeddings.report.md`` and ``.policy.yaml``, or where that probe
+wrote none, ``<engine>.embeddings.probe.txt`` (what it said). scripts/real-engines runs
+this after the suite.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import yaml
 
 ROUTES = ("/v1/chat/completions", "/v1/completions")
 RESPONSES = "/v1/responses"
+EMBEDDINGS = "/v1/embeddings"
+UNMEASURED = "not measured"
 _ROW = re.compile(
     r"^\| (?P<field>.+?) \| \*\*(?P<verdict>[a-z]+)\*\* \| [^|]+ \| (?P<evidence>.*) \|$"
 )
@@ -87,6 +92,19 @@ def _describe(rule: dict[str, Any] | None, unknown: str = "reject") -> str:
     return action
 
 
+def _embeddings_input(rule: dict[str, Any] | None, name: str) -> str:
+    """What the rule on embeddings' ``input`` does with a batch (``input``) or with
+    token ids (``token_ids``, a rule inside it)."""
+    if rule is None:
+        return _describe(None)
+    if name == "token_ids":
+        return _describe(rule.get("token_ids", {"action": "pass"}))
+    kinds = rule.get("type", ["string", "array"])
+    if "array" in (kinds if isinstance(kinds, list) else [kinds]):
+        return _describe(rule)
+    return "one string only (a batch: 400)"
+
+
 def _select(rule: dict[str, Any] | None, key: str | None) -> dict[str, Any] | None:
     """The rule a ``select`` gives ``key``: its ``unknown`` rule for one it does not name
     (or for ``key`` None)."""
@@ -108,6 +126,8 @@ def policy_does(policy: dict[str, Any], route: str, name: str) -> str:
     unknown = str(on_route.get("unknown_fields", policy.get("unknown_fields", "reject")))
     if name == "(unknown field)":
         return {"reject": "400 `unknown_parameter`", "pass": "passes"}.get(unknown, unknown)
+    if route == EMBEDDINGS and name in ("input", "token_ids"):
+        return _embeddings_input(fields.get("input"), name)
     messages = fields.get("messages")
     if name == "(unknown role)":
         return _describe(_select(messages, None))
@@ -132,6 +152,8 @@ class Measured:
     model_sha256: str
     report: Report
     policy: dict[str, Any]
+    # Per route the probe measured nothing on, what it said instead.
+    unmeasured: dict[str, str] = field(default_factory=dict)
 
     @property
     def responses_native(self) -> bool:
@@ -146,10 +168,40 @@ def load(out_dir: Path) -> list[Measured]:
         name = about["engine"]
         report = parse_report((out_dir / f"{name}.report.md").read_text())
         policy = yaml.safe_load((out_dir / f"{name}.policy.yaml").read_text())
+        unmeasured = _add_embeddings(out_dir, name, report, policy)
         found.append(
-            Measured(name, about["version"], about["model"], about["model_sha256"], report, policy)
+            Measured(
+                name,
+                about["version"],
+                about["model"],
+                about["model_sha256"],
+                report,
+                policy,
+                unmeasured,
+            )
         )
     return found
+
+
+def _add_embeddings(
+    out_dir: Path, name: str, report: Report, policy: dict[str, Any]
+) -> dict[str, str]:
+    """The embeddings probe's verdicts and rules added to ``report`` and ``policy``; or,
+    where it wrote none, what it said (by route)."""
+    stem = out_dir / f"{name}.embeddings"
+    report_file, policy_file = Path(f"{stem}.report.md"), Path(f"{stem}.policy.yaml")
+    if report_file.exists() and policy_file.exists():
+        rows = parse_report(report_file.read_text()).routes.get(EMBEDDINGS, [])
+        report.routes[EMBEDDINGS] = rows
+        written = yaml.safe_load(policy_file.read_text())
+        routes = policy.setdefault("routes", {})
+        routes[EMBEDDINGS] = written.get("routes", {}).get(EMBEDDINGS, {})
+        return {}
+    said = Path(f"{stem}.probe.txt")
+    if not said.exists():
+        return {}
+    lines = [line for line in said.read_text().splitlines() if line.startswith("ft-gateway")]
+    return {EMBEDDINGS: lines[-1] if lines else "the probe wrote no report"}
 
 
 def _cell(text: str) -> str:
@@ -200,11 +252,15 @@ def render(runs: list[Measured]) -> str:
         )
     lines.append("")
     differing: list[str] = []
-    for route in (*ROUTES, RESPONSES):
+    for route in (*ROUTES, RESPONSES, EMBEDDINGS):
         names = _fields(runs, route)
         if not names:
             continue
         lines += [f"## {route}", ""]
+        for run in runs:
+            if route in run.unmeasured:
+                said = _cell(run.unmeasured[route])
+                lines += [f"{run.engine}: {UNMEASURED}, the probe said `{said}`.", ""]
         head = "| field |" + "".join(f" {r.engine} | its policy |" for r in runs)
         lines += [head, "|---|" + "---|---|" * len(runs)]
         for name in names:
@@ -238,6 +294,8 @@ def _verdict(run: Measured, route: str, name: str) -> str:
     row = run.report.verdict(route, name)
     if row is not None:
         return row.verdict
+    if route in run.unmeasured:
+        return UNMEASURED
     return "not served" if route == RESPONSES else "not probed"
 
 
