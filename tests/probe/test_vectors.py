@@ -146,7 +146,8 @@ TEXT_IDS = [2, 651, 4320]  # with llama.cpp's special token in front, as the tex
 def llama_cpp_shaped(request: httpx.Request) -> httpx.Response:
     """An engine with llama.cpp's /tokenize (``content``, ``add_special``), answering
     vLLM's ``prompt`` with no tokens as llama-server does; the text, or its ids with the
-    special token, embed as the text, anything else as another vector."""
+    special token, embed as the text, anything else as another vector; in a batch, the
+    text's vector is another (as llama-server's with two slots, docs/engines.md)."""
     body = json.loads(request.content)
     if request.url.path == "/tokenize":
         if "content" not in body:
@@ -156,7 +157,7 @@ def llama_cpp_shaped(request: httpx.Request) -> httpx.Response:
     members = given if isinstance(given, list) and isinstance(given[0], str) else [given]
     data = [
         {"index": i, "embedding": TEXT_VECTOR if m in (TEXT, TEXT_IDS) else OTHER_VECTOR}
-        for i, m in enumerate(members)
+        for i, m in enumerate(members if len(members) == 1 else ["batched"] * len(members))
     ]
     return httpx.Response(200, json={"data": data, "usage": {"prompt_tokens": 3}})
 
@@ -171,3 +172,11 @@ def test_token_ids_are_judged_by_llama_cpps_tokenize_too() -> None:
     assert found.outcome == HONOURED
     assert found.summary == "the engine's own ids (its /tokenize) give the text's vector"
     assert result.requests == planned_requests([EMBEDDINGS])
+
+    # Its ids pass as one input; a batch, which it gets wrong, is refused at its first member.
+    policy = Policy(parse_policy_text(render_policy(result)))
+    body = {"model": "m", "encoding_format": "float"}
+    assert apply_policy(policy, EMBEDDINGS, body | {"input": TEXT_IDS}).error is None
+    assert apply_policy(policy, EMBEDDINGS, body | {"input": TEXT}).error is None
+    refused = apply_policy(policy, EMBEDDINGS, body | {"input": [TEXT, "b"]}).error
+    assert refused is not None and refused.param == "input[0]"

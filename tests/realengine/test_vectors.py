@@ -219,6 +219,25 @@ def test_a_batch_as_the_policy_says(embedders: Embedders, name: str) -> None:
 
 
 @pytest.mark.parametrize("name", PROBED)
+def test_token_ids_as_the_policy_says(embedders: Embedders, name: str) -> None:
+    """The engine's own ids of the text (with its special tokens, as it embeds text)."""
+    url = embedders.engine(name).url
+    ids = direct(url, "/tokenize", {"content": TEXT, "add_special": True})["tokens"]
+    client = sdk(embedders.gateway(name))
+    token_ids = rule(embedders.probe(name), "input").get("token_ids", {"action": "pass"})
+    if token_ids["action"] == "pass":
+        (data,) = client.embeddings.create(
+            model=MODEL_NAME, input=ids, encoding_format="float"
+        ).data
+        assert data.embedding == pytest.approx(vector(url, TEXT), abs=1e-5)
+    else:
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.embeddings.create(model=MODEL_NAME, input=ids, encoding_format="float")
+        assert isinstance(caught.value.body, dict)
+        assert caught.value.body["param"] == "input"
+
+
+@pytest.mark.parametrize("name", PROBED)
 def test_tokenize_and_detokenize_through_the_gateway(embedders: Embedders, name: str) -> None:
     """llama.cpp's shape (``content``) through the default policy's /tokenize."""
     url, engine_url = embedders.gateway(name, "default"), embedders.engine(name).url
