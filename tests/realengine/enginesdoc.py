@@ -101,6 +101,8 @@ def _embeddings_input(rule: dict[str, Any] | None, name: str) -> str:
         return _describe(rule.get("token_ids", {"action": "pass"}))
     kinds = rule.get("type", ["string", "array"])
     if "array" in (kinds if isinstance(kinds, list) else [kinds]):
+        if rule.get("items", {}).get("type") == "integer":
+            return "one input, text or token ids (a batch: 400)"
         return _describe(rule)
     return "one string only (a batch: 400)"
 
@@ -121,7 +123,9 @@ def policy_does(policy: dict[str, Any], route: str, name: str) -> str:
     """What the written ``policy`` does on ``route`` with what the probe called ``name``:
     a top-level field, ``(unknown field)``, a role (``system role``), ``(unknown role)``,
     a user content part (``image_url part``) or ``tool message``."""
-    on_route = policy.get("routes", {}).get(route, {})
+    if route not in policy.get("routes", {}):
+        return "route not declared (404)"
+    on_route = policy["routes"][route]
     fields: dict[str, Any] = on_route.get("fields", {})
     unknown = str(on_route.get("unknown_fields", policy.get("unknown_fields", "reject")))
     if name == "(unknown field)":
@@ -232,14 +236,25 @@ def render(runs: list[Measured]) -> str:
         "commit the page it writes. Back to the [README](../README.md); all pages:",
         "[docs/](README.md).",
         "",
-        "Not measured here: embeddings, rerank and tokenize, which the gateway has no routes",
-        "for yet. The suite itself (`tests/realengine/`) also checks",
-        "answers whole and streamed, `n`, `seed` replays, client request ids of any shape, and",
-        "an engine killed mid-stream and restarted. The engines run with the flags",
-        "`tests/realengine/engines.py` gives them; llama-cpp-python's server needs",
-        "`--interrupt_requests False` behind the gateway: by default each new request",
-        "interrupts the stream in progress, so of `n` streamed by fan-out all but one end",
-        "after their first chunk.",
+        "`/v1/embeddings` is measured on a second process of each engine serving",
+        "embeddings (`ft-gateway probe --route embeddings`), as an embedding deployment is",
+        "its own: llama-server with `--embedding --pooling mean -np 2` (Gemma's GGUF names no",
+        "pooling), llama-cpp-python's server with `--embedding True`, which has no pooling",
+        "setting: with this model it answers a vector per token (a list of lists, not",
+        "OpenAI's one vector per input), so the probe writes no rules for it. Rerank is not",
+        "measured: no reranker model installs from the package registries. The suite itself",
+        "(`tests/realengine/`) also checks answers whole and streamed, `n`, `seed` replays,",
+        "client request ids of any shape, an engine killed mid-stream and restarted, the",
+        "embeddings SDK calls through the probe's policy (`dimensions`, base64, batches,",
+        "token ids) and `/tokenize`, `/detokenize` through the default policy (llama-server",
+        "serves llama.cpp's shape, `content`; llama-cpp-python's server has only",
+        "`/extras/tokenize`, so the gateway's `/tokenize` answers its 404 as",
+        "`upstream_error`; llama-server answers vLLM's shape, `prompt`, with no tokens and",
+        "a 200, which the default policy passes: in front of it, refuse `prompt` in an",
+        "overlay). The engines run with the flags `tests/realengine/engines.py`",
+        "gives them; llama-cpp-python's server needs `--interrupt_requests False` behind the",
+        "gateway: by default each new request interrupts the stream in progress, so of `n`",
+        "streamed by fan-out all but one end after their first chunk.",
         "",
         "| engine | version | model | model sha256 | `/v1/responses` |",
         "|---|---|---|---|---|",

@@ -250,6 +250,9 @@ def test_tokenize_and_detokenize_through_the_gateway(embedders: Embedders, name:
     back = httpx.post(f"{url}/detokenize", json={"model": MODEL_NAME, "tokens": ids}, timeout=60)
     assert back.status_code == 200
     assert back.json() == {"content": TEXT}
+    # vLLM's shape: llama-server answers it with no tokens (docs/engines.md).
+    vllm = {"model": MODEL_NAME, "prompt": TEXT}
+    assert httpx.post(f"{url}/tokenize", json=vllm, timeout=60).json() == {"tokens": []}
     refused = httpx.post(f"{url}/tokenize", json={**body, "with_pieces": True}, timeout=60)
     assert refused.status_code == 400
     assert refused.json()["error"]["param"] == "with_pieces"
