@@ -67,6 +67,13 @@ def _floats(value: Any) -> list[float] | None:
     return None
 
 
+def _shape(value: Any) -> str:
+    """What an embedding that is not a vector of numbers is, in a few words."""
+    if isinstance(value, list) and value and all(isinstance(x, list) for x in value):
+        return f"a list of {len(value)} lists, not one vector"
+    return "not a list of numbers" if value is not None else "none"
+
+
 def _decoded(value: Any) -> list[float] | None:
     if not isinstance(value, str):
         return None
@@ -116,7 +123,9 @@ def probe_embeddings(client: EngineClient, *, model: str) -> Found:
     found = _vectors(plain)
     vector = _floats(found[0][1]) if plain.ok and len(found) == 1 else None
     if vector is None:
-        why = f"HTTP {plain.status}" if plain.status else plain.error
+        why = f"HTTP {plain.status}" if plain.status else f"{plain.error}"
+        if plain.ok:  # a 200 whose data is not one vector of numbers (a vector a token?)
+            why += f", data[0].embedding: {_shape(found[0][1] if found else None)}"
         return [], f"no embedding: {why}"
     width = len(vector)
     verdicts: list[Verdict] = []

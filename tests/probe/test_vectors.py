@@ -16,6 +16,7 @@ from gateway.cli import main
 from gateway.policy.engine import Policy, apply_policy
 from gateway.policy.loading import parse_policy_text
 from gateway.probe.client import EngineClient
+from gateway.probe.context import ProbeError
 from gateway.probe.runner import ProbeResult, planned_requests, probe_engine
 from gateway.probe.vectors import TEXT
 from gateway.probe.verdict import HONOURED, IGNORED
@@ -180,3 +181,21 @@ def test_token_ids_are_judged_by_llama_cpps_tokenize_too() -> None:
     assert apply_policy(policy, EMBEDDINGS, body | {"input": TEXT}).error is None
     refused = apply_policy(policy, EMBEDDINGS, body | {"input": [TEXT, "b"]}).error
     assert refused is not None and refused.param == "input[0]"
+
+
+def test_a_vector_a_token_is_no_embedding_and_says_so() -> None:
+    """llama-cpp-python's server, with a model whose GGUF names no pooling."""
+
+    def per_token(request: httpx.Request) -> httpx.Response:
+        rows = [[0.1, 0.2], [0.3, 0.4], [0.5, 0.6]]
+        return httpx.Response(200, json={"data": [{"index": 0, "embedding": rows}]})
+
+    transport = httpx.MockTransport(per_token)
+    with (
+        EngineClient("http://lcp", transport=transport, max_requests=20) as client,
+        pytest.raises(ProbeError) as caught,
+    ):
+        probe_engine(client, upstream="http://lcp", model="m", routes=[EMBEDDINGS], today=DAY)
+    assert str(caught.value) == (
+        "no embedding: HTTP 200, data[0].embedding: a list of 3 lists, not one vector"
+    )

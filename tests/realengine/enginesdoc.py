@@ -130,6 +130,9 @@ def policy_does(policy: dict[str, Any], route: str, name: str) -> str:
     unknown = str(on_route.get("unknown_fields", policy.get("unknown_fields", "reject")))
     if name == "(unknown field)":
         return {"reject": "400 `unknown_parameter`", "pass": "passes"}.get(unknown, unknown)
+    if name == "model" and fields.get("model", {}).get("enum"):
+        names = ", ".join(f"`{n}`" for n in fields["model"]["enum"])
+        return f"only {names} (another: 400)"
     if route == EMBEDDINGS and name in ("input", "token_ids"):
         return _embeddings_input(fields.get("input"), name)
     messages = fields.get("messages")

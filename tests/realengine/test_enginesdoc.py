@@ -135,6 +135,7 @@ EMBEDDINGS_POLICY = """version: 1
 routes:
   /v1/embeddings:
     fields:
+      model: {action: pass, type: string, enum: [m]}
       input:
         {action: pass, type: [string, array], items: {type: integer}, token_ids: {action: pass}}
       dimensions: {action: reject, type: integer, reason: "This engine ignores it."}
@@ -152,6 +153,7 @@ def test_the_embeddings_probe_is_a_table_or_what_it_said(tmp_path: Path) -> None
     runs = load(tmp_path)
     assert policy_does(runs[0].policy, "/v1/embeddings", "dimensions") == "400"
     assert policy_does(runs[0].policy, "/v1/embeddings", "token_ids") == "pass"
+    assert policy_does(runs[0].policy, "/v1/embeddings", "model") == "only `m` (another: 400)"
     assert policy_does(runs[0].policy, "/v1/embeddings", "input") == (
         "one input, text or token ids (a batch: 400)"
     )
