@@ -18,15 +18,14 @@ import argparse
 import asyncio
 import statistics
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from bench.instant import InstantEngine
 from bench.table import format_number, markdown
-from gateway._types import Headers
 from gateway.routing.config import Affinity
 from gateway.routing.hint import NO_HINT, Hint, Hinter
 from gateway.upstream.balancer import Balancer
-from gateway.upstream.base import UpstreamResponse
 
 SYSTEM = "You are a helpful assistant for the team's internal tools. " * 30
 CHAT: dict[str, Any] = {
@@ -44,35 +43,9 @@ CHAT: dict[str, Any] = {
 KEYED = {**CHAT, "prompt_cache_key": "conversation-1234"}
 
 
-class _Answer:
-    status = 200
-    headers: Headers = []
-
-    async def chunks(self) -> AsyncIterator[bytes]:
-        yield b""
-
-    async def read(self, limit: int) -> bytes:
-        return b""
-
-    async def aclose(self) -> None:
-        return None
-
-
-class _Instant:
-    """A replica client that answers at once (so only the balancer is measured)."""
-
-    async def request(
-        self, method: str, path: str, *, headers: Headers, body: bytes, hint: Hint = NO_HINT
-    ) -> UpstreamResponse:
-        return _Answer()
-
-    async def aclose(self) -> None:
-        return None
-
-
 def balancer(routing: str, replicas: int) -> Balancer:
     return Balancer(
-        [(f"http://10.0.0.{i}:8000", _Instant()) for i in range(replicas)],
+        [(f"http://10.0.0.{i}:8000", InstantEngine()) for i in range(replicas)],
         eject_seconds=10,
         routing=routing,
     )
@@ -152,7 +125,7 @@ def cost_table(costs: dict[str, float]) -> str:
     return markdown(rows)
 
 
-def main(argv: list[str] | None = None) -> None:
+def main(argv: Sequence[str] | None = None) -> int:
     """Measure and print the table."""
     parser = argparse.ArgumentParser(prog="python -m bench.routing_cost", description=__doc__)
     parser.add_argument("--number", type=int, default=20000, help="requests per round")
@@ -162,7 +135,8 @@ def main(argv: list[str] | None = None) -> None:
     costs |= asyncio.run(request_costs(number=args.number, replicas=args.replicas))
     print(f"Routing decision over {args.replicas} replicas ({args.number} requests a round):")
     print(cost_table(costs))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -24,7 +24,7 @@ import asyncio
 import contextlib
 import statistics
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -34,76 +34,16 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from starlette.applications import Starlette
 
+from bench.instant import MODEL, InstantEngine
 from bench.table import format_number, markdown
-from gateway._types import Headers, Message
+from gateway._types import Message
 from gateway.app.factory import create_app
-from gateway.routing.hint import NO_HINT, Hint
 from gateway.settings import load_settings
 from gateway.upstream.engines import Engine, Engines
 
 ROOT = Path(__file__).resolve().parent.parent
 ROUTE = "/v1/chat/completions"
-MODEL = "Qwen3.8-Flash-Next"
 CASES = {"off": None, "on, ratio 1.0": 1.0, "on, ratio 0.01": 0.01}
-_ANSWER = orjson.dumps(
-    {
-        "id": "chatcmpl-1",
-        "object": "chat.completion",
-        "model": MODEL,
-        "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hello"},
-                     "finish_reason": "stop"}],
-        "usage": {"prompt_tokens": 12, "completion_tokens": 1, "total_tokens": 13},
-    }
-)  # fmt: skip
-
-
-def _event(payload: dict[str, Any]) -> bytes:
-    return b"data: " + orjson.dumps(payload) + b"\n\n"
-
-
-def _delta(text: str, finish: str | None = None) -> bytes:
-    choice = {"index": 0, "delta": {"content": text}, "finish_reason": finish}
-    return _event({"id": "chatcmpl-1", "model": MODEL, "choices": [choice]})
-
-
-_STREAM = [
-    _delta("Hel"),
-    _delta("lo"),
-    _delta("!", "stop"),
-    _event({"id": "chatcmpl-1", "model": MODEL, "choices": [], "usage": {"prompt_tokens": 12}})
-    + b"data: [DONE]\n\n",
-]
-
-
-class _Response:
-    """An engine answer already in memory."""
-
-    def __init__(self, stream: bool) -> None:
-        self.status = 200
-        kind = b"text/event-stream" if stream else b"application/json"
-        self.headers: Headers = [(b"content-type", kind)]
-
-    async def chunks(self) -> AsyncIterator[bytes]:
-        for part in _STREAM:
-            yield part
-
-    async def read(self, limit: int) -> bytes:
-        return _ANSWER
-
-    async def aclose(self) -> None:
-        return None
-
-
-class InProcessEngine:
-    """An UpstreamClient that answers every request at once, as a stream if asked."""
-
-    async def request(
-        self, method: str, path: str, *, headers: Headers, body: bytes, hint: Hint = NO_HINT
-    ) -> _Response:
-        return _Response(b'"stream":true' in body)
-
-    async def aclose(self) -> None:
-        return None
 
 
 class EncodingExporter(SpanExporter):
@@ -199,7 +139,7 @@ async def measure(
     async with contextlib.AsyncExitStack() as stack:
         for app, _ in apps.values():
             await stack.enter_async_context(app.router.lifespan_context(app))
-            app.state.gateway.engines = Engines(Engine("", InProcessEngine(), "in-process"))
+            app.state.gateway.engines = Engines(Engine("", InstantEngine(), "in-process"))
         for kind, payload in bodies.items():
             body = orjson.dumps(payload)
             for app, _ in apps.values():

@@ -20,7 +20,7 @@ import functools
 import itertools
 from collections import Counter, deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 
 import numpy as np
 import numpy.typing as npt
@@ -66,28 +66,24 @@ class Finished:
 RowEvent = str | Finished
 
 
+@dataclass(eq=False)  # a row is itself: the batcher finds and removes it by identity
 class Row:
     """One request in the engine: its prompt, its tokens so far and its event queue."""
 
-    def __init__(
-        self,
-        row_id: int,
-        prompt: list[int],
-        params: SamplingParams,
-        *,
-        thinking: bool,
-        cache: npt.NDArray[np.int64],
-    ) -> None:
-        self.row_id = row_id
-        self.prompt = prompt
-        self.params = params
-        self.thinking = thinking
-        self.cache = cache
-        self.seed: int | None = params.seed
-        self.generated: list[int] = []
-        self.finish_reason: str | None = None
-        self.events: asyncio.Queue[RowEvent] = asyncio.Queue()
-        self._stops = StopScanner(params.stop)
+    row_id: int
+    prompt: list[int]
+    params: SamplingParams
+    _: KW_ONLY
+    thinking: bool
+    cache: npt.NDArray[np.int64]
+    seed: int | None = field(init=False)
+    generated: list[int] = field(init=False, default_factory=list)
+    finish_reason: str | None = field(init=False, default=None)
+    events: asyncio.Queue[RowEvent] = field(init=False, default_factory=asyncio.Queue)
+
+    def __post_init__(self) -> None:
+        self.seed = self.params.seed
+        self._stops = StopScanner(self.params.stop)
 
     @property
     def done(self) -> bool:

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
+from dataclasses import KW_ONLY, dataclass
 from typing import Any
 
 from starlette.applications import Starlette
@@ -156,26 +157,18 @@ def _check_model(requested: str, served: str) -> None:
         raise ModelNotFound(requested)
 
 
+@dataclass(eq=False)
 class _Start:
     """A request about to enter the engine: prefill (cache lookup, its time), then the batch."""
 
-    def __init__(
-        self,
-        engine: Engine,
-        prefill: Prefill,
-        prompt: list[int],
-        params: SamplingParams,
-        reply: Reply,
-        *,
-        thinking: bool,
-    ) -> None:
-        self.engine = engine
-        self.prefill = prefill
-        self.prompt = prompt
-        self.params = params
-        self.reply = reply
-        self.thinking = thinking
-        self.row: Row | None = None
+    engine: Engine
+    prefill: Prefill
+    prompt: list[int]
+    params: SamplingParams
+    reply: Reply
+    _: KW_ONLY
+    thinking: bool
+    row: Row | None = None  # once submitted
 
     async def submit(self) -> Row:
         self.reply.cached_tokens = await self.prefill.run(self.prompt)

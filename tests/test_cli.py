@@ -8,7 +8,6 @@ import asyncio
 import hashlib
 import os
 import signal
-import sys
 from pathlib import Path
 
 import httpx
@@ -19,7 +18,7 @@ from gateway.settings import SHIPPED_POLICY
 from tests.docs.markdown import blocks
 from tests.support.commands import config_naming_an_unset_engine_key
 from tests.support.paths import POLICY, ROOT
-from tests.support.processes import START_TIMEOUT, GatewayProcess
+from tests.support.processes import START_TIMEOUT, spawned
 
 
 @pytest.fixture(autouse=True)
@@ -60,31 +59,15 @@ async def test_bare_serve_from_an_empty_directory_uses_the_shipped_policy(tmp_pa
     """``ft-gateway serve`` with no arguments, far from the repository, starts."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FT_GATEWAY_")}
     env.update(FT_GATEWAY_PORT="0", TMPDIR=str(tmp_path))  # a free port; else all defaults
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "gateway",
-        "serve",
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        env=env,
-        cwd=tmp_path,
-        start_new_session=True,
-    )
-    gateway = GatewayProcess(process)
-    try:
+    async with spawned("serve", env=env, cwd=tmp_path) as gateway:
         match = await gateway.wait_for_line(r"(?:serving on|running on) http://127\.0\.0\.1:(\d+)")
         async with httpx.AsyncClient(timeout=30) as client:
             ready = (await client.get(f"http://127.0.0.1:{match[1]}/readyz")).json()
         assert ready["policy"]["sha256"] == hashlib.sha256(POLICY.read_bytes()).hexdigest()
         assert Path(ready["policy"]["path"]) == SHIPPED_POLICY
-        process.send_signal(signal.SIGTERM)
+        gateway.process.send_signal(signal.SIGTERM)
         async with asyncio.timeout(START_TIMEOUT):
-            assert await process.wait() == 0
-    finally:
-        if process.returncode is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            await process.wait()
+            assert await gateway.process.wait() == 0
 
 
 def test_the_docs_small_config_passes_check_outside_the_repository(

@@ -9,6 +9,7 @@ inside the config models.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -36,6 +37,11 @@ class Rule:
         "report",
         "check",
         "is_neutral",
+        "members",
+        "inner",
+        "ranged",
+        "least",
+        "most",
     )
 
     def __init__(self, source: FieldRule, *, report: bool) -> None:
@@ -69,13 +75,95 @@ class Rule:
         # The value types this rule forwards as they are with no further work: a
         # pass rule's bare type check, not null when required, nothing inside.
         fast: frozenset[type] = frozenset()
-        if self.action == "pass":
+        # What the fast walk (walk.py:_passes) may look inside without the full walk:
+        # an array of objects chosen by a select whose own check is its length at most
+        # (``members``), an object under ``fields`` (``inner``).
+        self.members: Members | None = None
+        self.inner: ObjectRules | None = None
+        # A number whose only constraint is its range: the types, and the finite bounds
+        # (a NaN or an infinity is outside them, so the full check names it).
+        self.ranged: frozenset[type] = frozenset()
+        self.least: float = -sys.float_info.max
+        self.most: float = sys.float_info.max
+        if self.action == "pass" and not self.requires:
             fast = self.accepts - {type(None)} if self.required else self.accepts
             if self.nested:
                 fast = fast - {list, dict}
+            items = source.items
+            if (
+                self.select is not None
+                and self.token_ids is None
+                and list in source.types
+                and source.enum is None
+                and (items is None or dict in items.accepts)
+            ):
+                self.members = Members(self.select, source.min_items, source.max_items)
+            if self.object_rules is not None and dict in self.accepts:
+                self.inner = self.object_rules
+            if not self.nested and _range_only(source):
+                self.ranged = source.types
+                if source.minimum is not None:
+                    self.least = source.minimum
+                if source.maximum is not None:
+                    self.most = source.maximum
         self.fast = fast
         self.check: Callable[[Any, str], InvalidRequest | None] = source.check
         self.is_neutral: Callable[[Any], bool] = source.is_neutral
+
+
+def _range_only(source: FieldRule) -> bool:
+    return (
+        bool(source.types)
+        and source.types <= _NUMBERS
+        and source.enum is None
+        and source.values is None
+        and source.items is None
+        and source.min_items is None
+        and source.max_items is None
+        and source.min_length is None
+        and source.max_length is None
+        and source.pattern is None
+    )
+
+
+_NUMBERS = frozenset((int, float))
+
+
+class Members:
+    """An array the fast walk checks member by member: its length bounds, and each
+    member's rule by its key's value (only rules that pass a member as it is)."""
+
+    __slots__ = ("key", "shapes", "least", "most")
+
+    def __init__(self, select: CompiledSelect, least: int | None, most: int | None) -> None:
+        self.key = select.key
+        self.shapes: dict[str, Shape] = {}
+        for value, (rules, accepts) in select.passed.items():
+            if dict in accepts and rules.plain:
+                self.shapes[value] = Shape(self.key, rules)
+        self.least = least or 0
+        self.most = most
+
+
+class Shape:
+    """What a member passes as it is under one rule of a select (a message of one
+    role): the types each key's value may have with no more work (the select's key a
+    string), the keys required, the member's rules (for a value that needs more than
+    a type check, such as content parts), and the signatures (its keys, then the
+    types of their values) of members already found to pass by type checks alone:
+    such a member passes whatever its values, so one like it is passed by one lookup.
+    Only keys the rules name can be in a signature, so the set stays small; it is
+    bounded all the same."""
+
+    __slots__ = ("fast", "required", "rules", "seen")
+    MOST_SEEN = 256
+
+    def __init__(self, key: str, rules: ObjectRules) -> None:
+        self.fast = {name: rule.fast for name, rule in rules.rules.items()}
+        self.fast[key] = frozenset((str,))
+        self.required = rules.required
+        self.rules = rules
+        self.seen: set[tuple[Any, ...]] = set()
 
 
 class CompiledSelect:
@@ -119,9 +207,10 @@ class ObjectRules:
         self.required = tuple(n for n, r in rules.items() if r.required)
         self.defaults = tuple((n, r.value) for n, r in rules.items() if r.action == "default")
         self.requires = tuple((n, r) for n, r in rules.items() if r.requires)
-        # No defaults and no cross-key rules: an object whose every key passes its
-        # rule's bare type check needs no more (the fast path of walk_object).
-        self.plain = not self.defaults and not self.requires
+        # No defaults: an object whose every key passes its rule's fast check needs no
+        # more (the fast path of walk_object). A key with a cross-key rule (``requires``)
+        # has no fast check, so its presence sends the object to the full walk.
+        self.plain = not self.defaults
         # Whether a key that ``unknown`` refuses is only reported.
         self.report = report
 

@@ -33,6 +33,7 @@ from gateway.policy.walk import (
     Outcome,
     Report,
     Walk,
+    passes,
     walk_object,
 )
 
@@ -150,8 +151,8 @@ def apply_policy(
     model = body.get("model")
     compiled = policy.route(route, model=model if isinstance(model, str) else None, profile=profile)
     decision = Decision(body=body)
-    if compiled is None:
-        return decision
+    if compiled is None or (not trace and passes(compiled, body, None)):
+        return decision  # most requests: nothing to record, nothing to change
     walk = Walk(decision.outcomes, trace=trace)
     forwarded = walk_object(compiled, body, "", walk)
     if walk.error is not None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import InvalidRequest
-from gateway.policy.compiled import CompiledSelect, ObjectRules, Rule
+from gateway.policy.compiled import CompiledSelect, Members, ObjectRules, Rule, Shape
 
 # Outcomes recorded per field. "passed" is only recorded when tracing (explain):
 # the hot path records only what the operator needs to count.
@@ -133,7 +133,7 @@ def walk_object(
 ) -> dict[str, Any]:
     """``obj`` checked against ``compiled``: the same object if nothing changes, else
     a changed copy. ``known``: a key the caller has dealt with (a select's key)."""
-    if not walk.trace and _passes(compiled, obj, known):
+    if not walk.trace and passes(compiled, obj, known):
         return obj
     rules = compiled.rules
     drop: list[str] = []
@@ -277,9 +277,12 @@ def walk_object(
     return new
 
 
-def _passes(compiled: ObjectRules, obj: dict[str, Any], known: str | None) -> bool:
-    """Whether ``obj`` needs nothing but bare type checks, all passed: most objects
-    (a message with string content, a text part) are done in this one loop."""
+def passes(compiled: ObjectRules, obj: dict[str, Any], known: str | None = None) -> bool:
+    """Whether ``obj`` passes as it is, with no outcome to record: every key's value
+    passes its rule's bare type check, or is an array of members (messages, content
+    parts) or an object each of which passes the same way. Most requests are done
+    here; anything else (a refusal, a rewrite, a cross-key rule) is left to the full
+    walk, which finds it again and names it."""
     if not compiled.plain:
         return False
     rules = compiled.rules
@@ -288,11 +291,65 @@ def _passes(compiled: ObjectRules, obj: dict[str, Any], known: str | None) -> bo
         if rule is None:
             if name != known:
                 return False
-        elif type(value) not in rule.fast:
+            continue
+        kind = type(value)
+        if kind in rule.fast:
+            continue
+        if kind in rule.ranged:
+            if rule.least <= value <= rule.most:
+                continue
+            return False
+        if kind is list:
+            members = rule.members
+            if members is None or not _members_pass(members, value):
+                return False
+        elif kind is dict:
+            inner = rule.inner
+            if inner is None or not passes(inner, value, None):
+                return False
+        else:
             return False
     for name in compiled.required:
         if name not in obj:
             return False
+    return True
+
+
+def _members_pass(members: Members, value: list[Any]) -> bool:
+    size = len(value)
+    if size < members.least or (members.most is not None and size > members.most):
+        return False
+    key = members.key
+    shapes = members.shapes
+    for member in value:
+        if type(member) is not dict:
+            return False
+        chosen = member.get(key)
+        if type(chosen) is not str:
+            return False
+        shape = shapes.get(chosen)
+        if shape is None:
+            return False
+        signature = (*member, *map(type, member.values()))
+        if signature not in shape.seen and not _member_passes(shape, member, key, signature):
+            return False
+    return True
+
+
+def _member_passes(
+    shape: Shape, member: dict[str, Any], key: str, signature: tuple[Any, ...]
+) -> bool:
+    fast = shape.fast
+    for name, inner in member.items():
+        kinds = fast.get(name)
+        if kinds is None or type(inner) not in kinds:
+            # More than a type check (content parts): the member's own fast walk.
+            return passes(shape.rules, member, key)
+    for name in shape.required:
+        if name not in member:
+            return False
+    if len(shape.seen) < Shape.MOST_SEEN:
+        shape.seen.add(signature)
     return True
 
 
@@ -351,7 +408,7 @@ def _select_members(select: CompiledSelect, members: list[Any], path: str, walk:
             # The common case first: a member its rule passes as it is.
             chosen = member.get(key)
             inner = passed.get(chosen) if type(chosen) is str else None
-            if inner is not None and type(member) in inner[1] and _passes(inner[0], member, key):
+            if inner is not None and type(member) in inner[1] and passes(inner[0], member, key):
                 if changed is not None:
                     changed.append(member)
                 continue

@@ -41,22 +41,14 @@ def _limit_check(probe: Probe, field: str) -> Verdict:
         return Verdict(field, INCONCLUSIVE, "the answer has no usage.completion_tokens", (trial,))
     also = f" (max_tokens {BASE_MAX_TOKENS} was also sent)" if field != "max_tokens" else ""
     if tokens > LIMIT:
-        return Verdict(
-            field, IGNORED, f"{field} {LIMIT}: {tokens} completion tokens came back{also}", (trial,)
-        )
-    if plain is not None and plain <= LIMIT:
-        return Verdict(
-            field,
-            INCONCLUSIVE,
-            f"{tokens} completion tokens, but the plain answer was only {plain} long",
-            (trial,),
-        )
-    return Verdict(
-        field,
-        HONOURED,
-        f"{field} {LIMIT}: {tokens} completion tokens (the plain request: {plain})",
-        (trial,),
-    )
+        outcome, summary = IGNORED, f"{field} {LIMIT}: {tokens} completion tokens came back{also}"
+    elif plain is not None and plain <= LIMIT:
+        outcome = INCONCLUSIVE
+        summary = f"{tokens} completion tokens, but the plain answer was only {plain} long"
+    else:
+        outcome = HONOURED
+        summary = f"{field} {LIMIT}: {tokens} completion tokens (the plain request: {plain})"
+    return Verdict(field, outcome, summary, (trial,))
 
 
 def check_max_tokens(probe: Probe) -> Verdict:
@@ -98,22 +90,13 @@ def check_stop(probe: Probe) -> Verdict:
         return bad
     text = probe.route.text(answer) or ""
     if word in text or text == greedy:
-        return Verdict(
-            "stop", IGNORED, f"stop {word!r}: the text still runs past it: {quote(text)}", (trial,)
-        )
-    if text.rstrip() == greedy[:at].rstrip():
-        return Verdict(
-            "stop",
-            HONOURED,
-            f"stop {word!r}: the text ends just before it: {quote(text)}",
-            (trial,),
-        )
-    return Verdict(
-        "stop",
-        INCONCLUSIVE,
-        f"stop {word!r}: the text {quote(text)} is not the temperature-0 text cut at the word",
-        (trial,),
-    )
+        outcome, how = IGNORED, f"the text still runs past it: {quote(text)}"
+    elif text.rstrip() == greedy[:at].rstrip():
+        outcome, how = HONOURED, f"the text ends just before it: {quote(text)}"
+    else:
+        outcome = INCONCLUSIVE
+        how = f"the text {quote(text)} is not the temperature-0 text cut at the word"
+    return Verdict("stop", outcome, f"stop {word!r}: {how}", (trial,))
 
 
 def check_n(probe: Probe) -> Verdict:
@@ -184,6 +167,11 @@ def check_logprobs(probe: Probe) -> Verdict:
     return Verdict("logprobs", HONOURED, f"well formed: {shown}", (trial,))
 
 
+def _alternatives(entry: dict[str, Any]) -> int:
+    top = entry.get("top_logprobs")
+    return len(top) if isinstance(top, list) else 0
+
+
 def check_top_logprobs(probe: Probe) -> Verdict:
     """Each token comes with two alternatives (chat only)."""
     answer = probe.post(temperature=0, logprobs=True, top_logprobs=2)
@@ -191,30 +179,17 @@ def check_top_logprobs(probe: Probe) -> Verdict:
     if bad is not None:
         return bad
     entries = _chat_entries(_choice_logprobs(answer))
+    sizes = sorted({_alternatives(e) for e in entries or ()})
     if entries is None:
-        return Verdict(
-            "top_logprobs",
-            IGNORED,
-            "logprobs true, top_logprobs 2: no logprobs came back",
-            (trial,),
-        )
-    sizes = sorted(
-        {len(e["top_logprobs"]) if isinstance(e.get("top_logprobs"), list) else 0 for e in entries}
-    )
-    if sizes == [2]:
-        return Verdict(
-            "top_logprobs", HONOURED, "top_logprobs 2: two alternatives for every token", (trial,)
-        )
-    if sizes == [0]:
-        return Verdict(
-            "top_logprobs", IGNORED, "top_logprobs 2: no alternatives for any token", (trial,)
-        )
-    return Verdict(
-        "top_logprobs",
-        BROKEN,
-        f"top_logprobs 2: {'/'.join(map(str, sizes))} alternatives per token",
-        (trial,),
-    )
+        outcome, summary = IGNORED, "logprobs true, top_logprobs 2: no logprobs came back"
+    elif sizes == [2]:
+        outcome, summary = HONOURED, "top_logprobs 2: two alternatives for every token"
+    elif sizes == [0]:
+        outcome, summary = IGNORED, "top_logprobs 2: no alternatives for any token"
+    else:
+        outcome = BROKEN
+        summary = f"top_logprobs 2: {'/'.join(map(str, sizes))} alternatives per token"
+    return Verdict("top_logprobs", outcome, summary, (trial,))
 
 
 def check_response_format(probe: Probe) -> Verdict:
@@ -231,22 +206,13 @@ def check_response_format(probe: Probe) -> Verdict:
     except ValueError:
         parsed = None
     if isinstance(parsed, dict):
-        return Verdict(
-            "response_format", HONOURED, "json_object: the text is a JSON object", (trial,)
-        )
-    if text.strip() and not text.lstrip().startswith("{"):
-        return Verdict(
-            "response_format",
-            IGNORED,
-            f"json_object: the text is not JSON: {quote(text)}",
-            (trial,),
-        )
-    return Verdict(
-        "response_format",
-        INCONCLUSIVE,
-        f"json_object: the text does not parse, but may have been cut short: {quote(text)}",
-        (trial,),
-    )
+        outcome, how = HONOURED, "the text is a JSON object"
+    elif text.strip() and not text.lstrip().startswith("{"):
+        outcome, how = IGNORED, f"the text is not JSON: {quote(text)}"
+    else:
+        outcome = INCONCLUSIVE
+        how = f"the text does not parse, but may have been cut short: {quote(text)}"
+    return Verdict("response_format", outcome, f"json_object: {how}", (trial,))
 
 
 def _stream_problem(answer: Answer) -> str | None:

@@ -31,6 +31,7 @@ from gateway.probe.messages import (
     DEVELOPER_ROLE,
     FILE_PART,
     IMAGE_PART,
+    PART_TYPES,
     SYSTEM_ROLE,
     TEXT_PART,
     TOOL_MESSAGE,
@@ -43,7 +44,7 @@ from gateway.probe.verdict import (
     INCONCLUSIVE,
     REJECTED,
     Verdict,
-    verdict_line,
+    probed_note,
 )
 from gateway.probe.yamltext import Alias, Anchor, Noted
 
@@ -67,7 +68,7 @@ _TOOL_CALL: Rule = {
         },
     }
 }
-# What each verdict's subject is called in a reason, and the part types' payload keys.
+# What each verdict's subject is called in a reason.
 _WHAT = {
     SYSTEM_ROLE: "system messages",
     DEVELOPER_ROLE: "developer messages",
@@ -77,7 +78,6 @@ _WHAT = {
     FILE_PART: "file parts",
     TOOL_MESSAGE: "tool calls and tool results",
 }
-_PARTS = {IMAGE_PART: "image_url", AUDIO_PART: "input_audio", FILE_PART: "file"}
 
 
 def reason(name: str, outcome: str) -> str:
@@ -101,9 +101,7 @@ def _verdict(find: Find, name: str) -> Verdict:
 
 
 def _note(verdict: Verdict, day: str, then: str = "", *, review: bool = True) -> str:
-    review = review and verdict.outcome == INCONCLUSIVE
-    review_text = "REVIEW BY HAND. " if review else ""
-    text = f"{review_text}{verdict.field}: {verdict_line(verdict)} (probed {day})"
+    text = probed_note(verdict.field, verdict, day, review=review)
     return f"{text}; {then}" if then else text
 
 
@@ -148,7 +146,7 @@ def messages_rule(find: Find, day: str) -> Noted:
     )
     developer_rule, then = _developer(developer, system_rule, role_fields)
     user_parts: dict[str, Any] = {"text": Alias("text-part")}
-    for name, kind in _PARTS.items():
+    for name, kind in PART_TYPES.items():
         verdict = _verdict(find, name)
         payload = {kind: {"action": "pass", "type": "object", "required": True}}
         user_parts[kind] = Noted(

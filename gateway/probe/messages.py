@@ -61,47 +61,48 @@ def _plain_tokens(probe: Probe) -> int | None:
     return prompt_tokens(probe.baseline.greedy[0]) if probe.baseline.greedy else None
 
 
-def _counted(
-    probe: Probe, name: str, answer: Answer
-) -> tuple[Trial, Verdict | None, int | None, int | None]:
-    """The evidence, a failure verdict, and the prompt tokens with and without."""
+def _counted(probe: Probe, name: str, answer: Answer) -> Verdict | tuple[Trial, int, int]:
+    """The verdict when the answer failed or shows no usage; else the evidence and the
+    prompt tokens with and without."""
     trial, bad = probe.judge(name, answer, counted=True)
     if bad is not None:
-        return trial, bad, None, None
+        return bad
     tokens, plain = prompt_tokens(answer), _plain_tokens(probe)
     if tokens is None or plain is None:
-        return trial, Verdict(name, INCONCLUSIVE, _NO_USAGE, (trial,)), None, None
-    return trial, None, tokens, plain
+        return Verdict(name, INCONCLUSIVE, _NO_USAGE, (trial,))
+    return trial, tokens, plain
+
+
+def _by_count(
+    name: str, trial: Trial, tokens: int, base: int, *, rendered: str, dropped: str, fewer: str
+) -> Verdict:
+    """More prompt tokens than ``base``: rendered (honoured); as many: dropped (ignored);
+    fewer: the probe cannot tell. Each outcome's summary is given."""
+    if tokens > base:
+        return Verdict(name, HONOURED, rendered, (trial,))
+    if tokens == base:
+        return Verdict(name, IGNORED, dropped, (trial,))
+    return Verdict(name, INCONCLUSIVE, fewer, (trial,))
 
 
 def _role_message(probe: Probe, name: str, role: str) -> Verdict:
     answer = probe.reference(
         role, temperature=0, messages=[{"role": role, "content": INSTRUCTION}, _USER]
     )
-    trial, bad, tokens, plain = _counted(probe, name, answer)
-    if bad is not None or tokens is None or plain is None:
-        return bad or Verdict(name, INCONCLUSIVE, _NO_USAGE, (trial,))
-    if tokens > plain:
-        return Verdict(
-            name,
-            HONOURED,
-            f"a {role} message before the user's is rendered: {tokens} prompt tokens, "
-            f"{plain} without it",
-            (trial,),
-        )
-    if tokens == plain:
-        return Verdict(
-            name,
-            IGNORED,
-            f"a {role} message before the user's is dropped: {tokens} prompt tokens, as "
-            "many as without it",
-            (trial,),
-        )
-    return Verdict(
+    counted = _counted(probe, name, answer)
+    if isinstance(counted, Verdict):
+        return counted
+    trial, tokens, plain = counted
+    return _by_count(
         name,
-        INCONCLUSIVE,
-        f"fewer prompt tokens with a {role} message ({tokens}) than without ({plain})",
-        (trial,),
+        trial,
+        tokens,
+        plain,
+        rendered=f"a {role} message before the user's is rendered: {tokens} prompt tokens, "
+        f"{plain} without it",
+        dropped=f"a {role} message before the user's is dropped: {tokens} prompt tokens, as "
+        "many as without it",
+        fewer=f"fewer prompt tokens with a {role} message ({tokens}) than without ({plain})",
     )
 
 
@@ -148,9 +149,10 @@ def check_text_part(probe: Probe) -> Verdict:
     answer = probe.reference(
         TEXT_PART, temperature=0, messages=[{"role": "user", "content": [_TEXT]}]
     )
-    trial, bad, tokens, plain = _counted(probe, TEXT_PART, answer)
-    if bad is not None or tokens is None or plain is None:
-        return bad or Verdict(TEXT_PART, INCONCLUSIVE, _NO_USAGE, (trial,))
+    counted = _counted(probe, TEXT_PART, answer)
+    if isinstance(counted, Verdict):
+        return counted
+    trial, tokens, plain = counted
     if tokens >= plain:
         same = "as many as" if tokens == plain else f"{plain} for"
         return Verdict(
@@ -174,36 +176,26 @@ def check_part(probe: Probe, name: str) -> Verdict:
     dropped (as many tokens as the text part alone), or refused."""
     kind = PART_TYPES[name]
     answer = probe.post(temperature=0, messages=[{"role": "user", "content": [_TEXT, part(kind)]}])
-    trial, bad, tokens, plain = _counted(probe, name, answer)
-    if bad is not None or tokens is None or plain is None:
-        return bad or Verdict(name, INCONCLUSIVE, _NO_USAGE, (trial,))
+    counted = _counted(probe, name, answer)
+    if isinstance(counted, Verdict):
+        return counted
+    trial, tokens, plain = counted
     # Compared with the text part alone (check_text_part's answer) where it came back.
     alone = probe.references.get(TEXT_PART)
     base = prompt_tokens(alone) if alone is not None else None
     without = "the text part alone"
     if base is None:
         base, without = plain, "the prompt as a string"
-    if tokens > base:
-        return Verdict(
-            name,
-            HONOURED,
-            f"{_a(kind)} part beside a text part is rendered: {tokens} prompt tokens, "
-            f"{base} for {without}",
-            (trial,),
-        )
-    if tokens == base:
-        return Verdict(
-            name,
-            IGNORED,
-            f"{_a(kind)} part beside a text part is dropped without a word: {tokens} prompt "
-            f"tokens, as many as for {without}",
-            (trial,),
-        )
-    return Verdict(
+    return _by_count(
         name,
-        INCONCLUSIVE,
-        f"fewer prompt tokens with {_a(kind)} part ({tokens}) than for {without} ({base})",
-        (trial,),
+        trial,
+        tokens,
+        base,
+        rendered=f"{_a(kind)} part beside a text part is rendered: {tokens} prompt tokens, "
+        f"{base} for {without}",
+        dropped=f"{_a(kind)} part beside a text part is dropped without a word: {tokens} "
+        f"prompt tokens, as many as for {without}",
+        fewer=f"fewer prompt tokens with {_a(kind)} part ({tokens}) than for {without} ({base})",
     )
 
 

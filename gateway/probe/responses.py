@@ -33,6 +33,7 @@ from gateway.probe.verdict import (
     verdict_line,
 )
 from gateway.probe.yamltext import comment, entry_lines
+from gateway.responses.translate import GATEWAY_ONLY
 
 RESPONSES = "/v1/responses"
 PROMPT = "Tell me about Python lists."
@@ -91,17 +92,11 @@ _NATIVE: dict[str, Rule] = {
     "reasoning": {"action": "reject", "type": "object", "neutral": [{}]},
     "include": {"action": "reject", "type": "array", "neutral": [[]]},
 }
-_BOOKKEEPING = (
-    "metadata",
-    "client_metadata",
-    "user",
-    "safety_identifier",
-    "prompt_cache_key",
-    "prompt_cache_retention",
-    "service_tier",
-)
 # Hints clients send by default: accepted, not sent to the engine, counted.
 _HINTS = ("prompt_cache_options", "access_programs")
+# The rest of what the translation keeps and echoes, never sending it to the engine
+# (bookkeeping), read from the translator so that the two cannot drift apart.
+_BOOKKEEPING = sorted(GATEWAY_ONLY - _REFUSED.keys() - {"store", "previous_response_id", *_HINTS})
 
 
 @dataclass

@@ -9,6 +9,9 @@ the free samples, that an engine ignoring the field would have shown the same re
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from gateway.probe.context import Probe
 from gateway.probe.verdict import (
     HONOURED,
@@ -83,45 +86,35 @@ def check_filter(probe: Probe, field: str) -> Verdict:
         return bad
     texts = [route.text(a) for a in answers]
     greedy = base.greedy_text
+    said = f"{field} {value} at temperature 1"
+    # The chance that an engine ignoring the field shows what a greedy one would.
     if greedy is not None:
         differ = sum(t != greedy for t in texts)
-        if differ:
-            return Verdict(
-                field,
-                IGNORED,
-                f"{field} {value} at temperature 1: {differ} of 3 texts differ from the "
-                "temperature-0 text",
-                tuple(trials),
-            )
-        return statistical(
-            field,
-            1 - base.greedy_match() ** 3,
-            f"{field} {value} at temperature 1: all 3 texts equal the temperature-0 text",
-            trials,
-        )
-    if len(set(texts)) > 1:
-        return Verdict(
-            field,
-            IGNORED,
-            f"{field} {value} at temperature 1: the 3 texts differ",
-            tuple(trials),
-        )
-    return statistical(
-        field,
-        1 - base.pair_coincidence() ** 1.5,
-        f"{field} {value} at temperature 1: the 3 texts are the same",
-        trials,
-    )
+        ignored = f"{differ} of 3 texts differ from the temperature-0 text" if differ else None
+        same, chance = "all 3 texts equal the temperature-0 text", base.greedy_match() ** 3
+    else:
+        ignored = "the 3 texts differ" if len(set(texts)) > 1 else None
+        same, chance = "the 3 texts are the same", base.pair_coincidence() ** 1.5
+    if ignored is not None:
+        return Verdict(field, IGNORED, f"{said}: {ignored}", tuple(trials))
+    return statistical(field, 1 - chance, f"{said}: {same}", trials)
 
 
-def check_penalty(probe: Probe, field: str) -> Verdict:
-    """An extreme penalty changes the greedy text (tried in both directions)."""
+def _changes_greedy(
+    probe: Probe,
+    field: str,
+    tries: list[tuple[str, dict[str, Any]]],
+    unchanged: Callable[[str], str],
+) -> Verdict:
+    """Honoured at the first of ``tries`` (how it is named, the fields it sends) whose
+    temperature-0 text is not the greedy one; ignored, saying ``unchanged(greedy)``,
+    when none is."""
     greedy = probe.baseline.greedy_text
     if greedy is None:
         return Verdict(field, INCONCLUSIVE, _NEEDS_GREEDY)
     trials: list[Trial] = []
-    for value in PENALTIES[field]:
-        answer = probe.post(temperature=0, **{field: value})
+    for said, fields in tries:
+        answer = probe.post(temperature=0, **fields)
         trial, bad = probe.judge(field, answer)
         trials.append(trial)
         if bad is not None:
@@ -131,42 +124,33 @@ def check_penalty(probe: Probe, field: str) -> Verdict:
             return Verdict(
                 field,
                 HONOURED,
-                f"{field} {value} changed the temperature-0 text: {difference(greedy, text)}",
+                f"{said} changed the temperature-0 text: {difference(greedy, text)}",
                 tuple(trials),
             )
+    return Verdict(field, IGNORED, unchanged(quote(greedy, 40)), tuple(trials))
+
+
+def check_penalty(probe: Probe, field: str) -> Verdict:
+    """An extreme penalty changes the greedy text (tried in both directions)."""
+    tries = [(f"{field} {value}", {field: value}) for value in PENALTIES[field]]
     shown = " nor ".join(str(v) for v in PENALTIES[field])
-    return Verdict(
+    return _changes_greedy(
+        probe,
         field,
-        IGNORED,
-        f"neither {field} {shown} changed the temperature-0 text {quote(greedy, 40)}",
-        tuple(trials),
+        tries,
+        lambda greedy: f"neither {field} {shown} changed the temperature-0 text {greedy}",
     )
 
 
 def check_logit_bias(probe: Probe) -> Verdict:
     """A +100 bias on a token makes it win every greedy step: the text changes."""
-    greedy = probe.baseline.greedy_text
-    if greedy is None:
-        return Verdict("logit_bias", INCONCLUSIVE, _NEEDS_GREEDY)
-    trials: list[Trial] = []
-    for token in BIAS_TOKEN_IDS:
-        answer = probe.post(temperature=0, logit_bias={token: 100})
-        trial, bad = probe.judge("logit_bias", answer)
-        trials.append(trial)
-        if bad is not None:
-            return bad
-        text = probe.route.text(answer)
-        if text != greedy:
-            return Verdict(
-                "logit_bias",
-                HONOURED,
-                f"+100 on token {token} changed the temperature-0 text: {difference(greedy, text)}",
-                tuple(trials),
-            )
-    return Verdict(
+    tries = [(f"+100 on token {token}", {"logit_bias": {token: 100}}) for token in BIAS_TOKEN_IDS]
+    return _changes_greedy(
+        probe,
         "logit_bias",
-        IGNORED,
-        f"+100 on token {' or '.join(BIAS_TOKEN_IDS)} left the temperature-0 text "
-        f"{quote(greedy, 40)} unchanged",
-        tuple(trials),
+        tries,
+        lambda greedy: (
+            f"+100 on token {' or '.join(BIAS_TOKEN_IDS)} left the temperature-0 "
+            f"text {greedy} unchanged"
+        ),
     )

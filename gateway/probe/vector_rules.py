@@ -7,40 +7,20 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.probe.vectors import shown_documents
-from gateway.probe.verdict import (
-    BROKEN,
-    HONOURED,
-    IGNORED,
-    INCONCLUSIVE,
-    REJECTED,
-    Verdict,
-    verdict_line,
-)
+from gateway.probe.verdict import HONOURED, IGNORED, REFUSED_BECAUSE, Verdict, probed_note
 from gateway.probe.yamltext import comment, entry_lines
 from gateway.routes import EMBEDDINGS, RERANK, RERANK_BARE
-
-
-def _reason(verdict: Verdict) -> str:
-    return {
-        IGNORED: "This engine accepts it but ignores it.",
-        REJECTED: "This engine does not support it.",
-        BROKEN: "This engine fails on it.",
-        INCONCLUSIVE: "It has not been verified on this engine.",
-    }.get(verdict.outcome, "")
 
 
 def _rule(verdict: Verdict | None, passed: dict[str, Any], **refused: Any) -> dict[str, Any]:
     if verdict is not None and verdict.outcome == HONOURED:
         return {"action": "pass", **passed}
     rule = {"action": "reject", **{k: v for k, v in passed.items() if k == "type"}, **refused}
-    return rule | {"reason": _reason(verdict) if verdict else "Not probed."}
+    return rule | {"reason": REFUSED_BECAUSE.get(verdict.outcome, "") if verdict else "Not probed."}
 
 
 def _note(name: str, verdict: Verdict | None, day: str) -> str:
-    if verdict is None:
-        return f"{name}: not probed"
-    head = "REVIEW BY HAND. " if verdict.outcome == INCONCLUSIVE else ""
-    return f"{head}{name}: {verdict_line(verdict)} (probed {day})"
+    return f"{name}: not probed" if verdict is None else probed_note(name, verdict, day)
 
 
 class _Verdicts:

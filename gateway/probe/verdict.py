@@ -17,6 +17,14 @@ BROKEN = "broken"  # 5xx, a hang, or an answer that is not well formed
 INCONCLUSIVE = "inconclusive"  # the probe could not tell, and says so
 OUTCOMES = (HONOURED, ALONE_ONLY, IGNORED, REJECTED, BROKEN, INCONCLUSIVE)
 
+# The reason a rule that refuses a probed field gives the client, by the verdict.
+REFUSED_BECAUSE = {
+    IGNORED: "This engine accepts it but ignores it.",
+    REJECTED: "This engine does not support it.",
+    BROKEN: "This engine fails on it.",
+    INCONCLUSIVE: "It has not been verified on this engine.",
+}
+
 # Below this, a statistical "honoured" is reported as inconclusive.
 MIN_CONFIDENCE = 0.9
 _TRIM = 100
@@ -56,6 +64,13 @@ def verdict_line(verdict: Verdict) -> str:
         else ""
     )
     return f"{verdict.outcome}{sure}: {verdict.summary}"
+
+
+def probed_note(name: str, verdict: Verdict, day: str, *, review: bool = True) -> str:
+    """The comment above a probed rule: the verdict on ``name`` and the day, led by
+    REVIEW BY HAND where the probe could not tell (unless ``review`` is off)."""
+    head = "REVIEW BY HAND. " if review and verdict.outcome == INCONCLUSIVE else ""
+    return f"{head}{name}: {verdict_line(verdict)} (probed {day})"
 
 
 def trim(text: str, limit: int = _TRIM) -> str:

@@ -19,9 +19,10 @@ from gateway.probe.verdict import (
     BROKEN,
     HONOURED,
     IGNORED,
-    INCONCLUSIVE,
+    REFUSED_BECAUSE,
     REJECTED,
     Verdict,
+    probed_note,
     verdict_line,
 )
 from gateway.probe.yamltext import comment, entry_lines, flow, key, quoted
@@ -70,14 +71,12 @@ def probed_rule(
     if verdict.outcome in (REJECTED, BROKEN):
         # The engine cannot take the field at all: do not forward even a neutral value.
         rule["drop_neutral"] = True
-    rule["reason"] = {
-        ALONE_ONLY: "This engine reproduces a seed only for a request that runs alone: "
-        f"under load {_percent(verdict.rate)} of seeded replays gave another text.",
-        IGNORED: "This engine accepts it but ignores it.",
-        REJECTED: "This engine does not support it.",
-        BROKEN: "This engine fails on it.",
-        INCONCLUSIVE: "It has not been verified on this engine.",
-    }[verdict.outcome]
+    rule["reason"] = (
+        "This engine reproduces a seed only for a request that runs alone: "
+        f"under load {_percent(verdict.rate)} of seeded replays gave another text."
+        if verdict.outcome == ALONE_ONLY
+        else REFUSED_BECAUSE[verdict.outcome]
+    )
     return rule
 
 
@@ -197,7 +196,7 @@ def _route_lines(
         if verdict.field not in PROBED[route.route]:
             continue
         rule = probed_rule(route, verdict.field, verdict, seed_under_load=seed_under_load)
-        note = f"{verdict.field}: {verdict_line(verdict)} (probed {day})"
+        note = probed_note(verdict.field, verdict, day)
         if verdict.outcome == ALONE_ONLY:
             note += (
                 "; passed as best effort, as OpenAI's own seed is: a replay may differ while "
@@ -205,8 +204,6 @@ def _route_lines(
                 if rule["action"] == "pass"
                 else "; refused with a 400 (--seed-under-load reject)"
             )
-        if verdict.outcome == INCONCLUSIVE:
-            note = "REVIEW BY HAND. " + note
         if rule["action"] == "rename":
             note += "; renamed to max_tokens, which the engine honours"
         if rule["action"] == "fanout":

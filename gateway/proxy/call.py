@@ -16,7 +16,7 @@ from gateway._types import Headers, Scope, Send
 from gateway.cutoff import Cutoff
 from gateway.observe.exchange import Exchange
 from gateway.policy.engine import Policy
-from gateway.proxy.headers import request_id_of
+from gateway.proxy.headers import request_ids
 from gateway.proxy.responder import Responder
 from gateway.proxy.shaper import StreamShaper
 from gateway.routing.hint import NO_HINT, Hint
@@ -40,10 +40,6 @@ class Call:
 
     def __init__(self, route: str | None, scope: Scope, send: Send) -> None:
         self.headers: Headers = scope["headers"]  # the client's request headers
-        self.responder = Responder(send, request_id_of(self.headers))
-        self.record = Exchange(
-            method=scope["method"],
-            path=scope["path"],
-            route=route,
-            request_id=self.responder.request_id.decode(),
-        )
+        request_id, text, self.engine_id = request_ids(self.headers)
+        self.responder = Responder(send, request_id)
+        self.record = Exchange(scope["method"], scope["path"], route, text)

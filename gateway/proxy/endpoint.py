@@ -159,7 +159,7 @@ class ProxyEndpoint:
 
     def _upstream_headers(self, call: Call, auth: bytes | None) -> Headers:
         out = with_request_id(
-            filter_headers(call.headers, DROP_UPSTREAM), call.responder.request_id
+            filter_headers(call.headers, DROP_UPSTREAM), call.responder.request_id, call.engine_id
         )
         out.append((b"accept-encoding", b"identity"))
         if auth is not None:

@@ -9,6 +9,7 @@ chunk, and one ``bytes.replace`` when its events lack the member.
 from __future__ import annotations
 
 import re
+from typing import Any
 
 _KEY = b'"system_fingerprint"'
 _NULL = re.compile(rb'"system_fingerprint"\s*:\s*null')
@@ -22,8 +23,13 @@ def _member(value: bytes) -> bytes:
     return b'"system_fingerprint":"' + value + b'",'
 
 
-def stamp_answer(data: bytes, value: bytes) -> bytes:
-    """A whole JSON answer with ``system_fingerprint`` set, unless the engine set it."""
+def stamp_answer(data: bytes, value: bytes, answer: dict[str, Any] | None = None) -> bytes:
+    """A whole JSON answer with ``system_fingerprint`` set, unless the engine set it;
+    ``answer``: ``data`` parsed, where the caller has it (then the member's absence
+    is read from it, not searched for in the bytes)."""
+    if answer and "system_fingerprint" not in answer:
+        start = data.find(b"{") + 1  # a JSON object: its first brace opens it
+        return data[:start] + b'"system_fingerprint":"' + value + b'",' + data[start:]
     if _KEY in data:
         return _NULL.sub(b'"system_fingerprint":"' + value + b'"', data, count=1)
     start = data.find(b"{")

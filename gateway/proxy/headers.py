@@ -54,14 +54,22 @@ _CANONICAL = re.compile(rb"^[0-9a-fA-F]{8}-(?:[0-9a-fA-F]{4}-){3}[0-9a-fA-F]{12}
 
 def request_id_of(headers: Headers) -> bytes:
     """The client's X-Request-ID when it is sane, else a new one."""
+    return request_ids(headers)[0]
+
+
+def request_ids(headers: Headers) -> tuple[bytes, str, bytes | None]:
+    """The request's id (the client's X-Request-ID when it is sane, else a new one),
+    as bytes and as text, and for a new one the UUID form an engine is sent (None for
+    the client's: with_request_id works it out)."""
     for name, value in headers:
         if name == b"x-request-id" and _REQUEST_ID.match(value):
-            return value
+            return value, value.decode(), None
     # uuid4().hex without building a UUID (5x cheaper): 122 random bits, version 4.
     raw = bytearray(os.urandom(16))
     raw[6] = raw[6] & 0x0F | 0x40
     raw[8] = raw[8] & 0x3F | 0x80
-    return raw.hex().encode()
+    h = raw.hex()
+    return h.encode(), h, f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}".encode()
 
 
 def _derived(name: str) -> bytes:
@@ -84,13 +92,17 @@ def engine_request_id(request_id: bytes) -> bytes:
     return _as_uuid(request_id) or _derived(request_id.decode("ascii"))
 
 
-def with_request_id(headers: Headers, request_id: bytes) -> Headers:
-    """``headers`` (already without the client's X-Request-ID) plus the engine's
-    request-id headers: ``X-Request-ID`` a UUID, and where ``request_id`` is not one,
-    ``X-Client-Request-ID: <request_id>`` (in place of any the client sent)."""
-    as_uuid = _as_uuid(request_id)
+def with_request_id(headers: Headers, request_id: bytes, as_uuid: bytes | None = None) -> Headers:
+    """``headers`` (already without the client's X-Request-ID, a list of the caller's
+    own) plus the engine's request-id headers: ``X-Request-ID`` a UUID (``as_uuid``
+    where the caller knows it: request_ids gives it for a new id), and where
+    ``request_id`` is not one, ``X-Client-Request-ID: <request_id>`` (in place of any
+    the client sent)."""
+    if as_uuid is None:
+        as_uuid = _as_uuid(request_id)
     if as_uuid is not None:
-        return [*headers, (b"x-request-id", as_uuid)]
+        headers.append((b"x-request-id", as_uuid))
+        return headers
     out = [(n, v) for n, v in headers if n != CLIENT_REQUEST_ID]
     return [
         *out,
@@ -110,15 +122,14 @@ def choice_headers(headers: Headers, index: int) -> Headers:
     return [(n, choice_request_id(v, index) if n == b"x-request-id" else v) for n, v in headers]
 
 
-def _connection_tokens(headers: Headers) -> frozenset[bytes]:
-    tokens: set[bytes] = set()
+def filter_headers(headers: Headers, drop: frozenset[bytes]) -> Headers:
+    """``headers`` without ``drop`` (which names ``Connection``) and without what
+    ``Connection`` names."""
+    out = [h for h in headers if h[0] not in drop]
+    if len(out) == len(headers) or b"connection" not in dict(headers):
+        return out  # (a dict made in C: cheaper than a loop in Python)
+    named: set[bytes] = set()
     for name, value in headers:
         if name == b"connection":
-            tokens.update(t.strip().lower() for t in value.split(b","))
-    return frozenset(tokens)
-
-
-def filter_headers(headers: Headers, drop: frozenset[bytes]) -> Headers:
-    """``headers`` without ``drop`` and without what ``Connection`` names."""
-    named = _connection_tokens(headers)
-    return [(n, v) for n, v in headers if n not in drop and n not in named]
+            named.update(t.strip().lower() for t in value.split(b","))
+    return [h for h in out if h[0] not in named] if named else out

@@ -101,7 +101,7 @@ class ChatRoute(Route):
         fingerprint = self.state.fingerprint(self.name, call.target, call.policy)
         if fingerprint is None:
             return None
-        return headers, stamp_answer(data, fingerprint)
+        return headers, stamp_answer(data, fingerprint, answer)
 
     def shaper(self, call: Call) -> ChatStream:
         # Looked up once per call: every chunk of the stream carries the same one.

@@ -27,7 +27,7 @@ from tests.support.bodies import (
     without_fingerprint,
 )
 from tests.support.gateways import MockEngine, Recorder, asgi_client, gateway_settings
-from tests.support.paths import BATCH_PROFILE, POLICY
+from tests.support.paths import BATCH_PROFILE, policy_with
 from tests.support.sdk import sync_sdk
 from tests.support.servers import ServerThread
 
@@ -41,8 +41,7 @@ def bearer(key: str) -> dict[str, str]:
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    policy = tmp_path / "policy.yaml"
-    policy.write_text(POLICY.read_text() + BATCH_PROFILE)
+    policy = policy_with(tmp_path, BATCH_PROFILE)
     keys = tmp_path / "keys.yaml"
     keys.write_text(
         f"keys:\n"

@@ -5,13 +5,12 @@ from __future__ import annotations
 import pytest
 
 from bench.fanout_cost import main
-from tests.support.tables import first_cells
+from tests.support.tables import printed_rows
 
 
 def test_the_bench_prints_single_and_fanout_rows(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--rounds", "1", "--number", "3", "--n", "2"]) == 0
-    rows = first_cells(capsys.readouterr().out)
-    assert rows == [
+    argv = ["--rounds", "1", "--number", "3", "--n", "2"]
+    assert printed_rows(main, argv, capsys) == [
         "request",
         "json single",
         "json n=2",

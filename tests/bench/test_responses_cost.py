@@ -5,13 +5,11 @@ from __future__ import annotations
 import pytest
 
 from bench.responses_cost import main
-from tests.support.tables import first_cells
+from tests.support.tables import printed_rows
 
 
 def test_the_bench_prints_chat_and_responses_rows(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["--rounds", "1", "--number", "3"]) == 0
-    rows = first_cells(capsys.readouterr().out)
-    assert rows == [
+    assert printed_rows(main, ["--rounds", "1", "--number", "3"], capsys) == [
         "request",
         "json chat",
         "json responses",

@@ -11,12 +11,11 @@ import pytest
 from bench.routing import result_table, run_one
 from bench.routing_cost import main as cost_main
 from bench.routing_load import MULTI_TURN
-from tests.support.tables import first_cells
+from tests.support.tables import printed_rows
 
 
 def test_the_cost_bench_prints_every_piece(capsys: pytest.CaptureFixture[str]) -> None:
-    cost_main(["--number", "20", "--replicas", "3"])
-    rows = first_cells(capsys.readouterr().out)
+    rows = printed_rows(cost_main, ["--number", "20", "--replicas", "3"], capsys)
     assert rows[0] == "piece"
     assert "decision: affinity, content key" in rows
     assert "Balancer.request: affinity" in rows

@@ -13,7 +13,7 @@ from gateway.cli import main
 from gateway.policy.loading import load_policy_file
 from gateway.yamlsource import SourceError
 from tests.support.commands import config_naming_an_unset_engine_key
-from tests.support.paths import FIXTURES, POLICY, ROOT
+from tests.support.paths import FIXTURES, POLICY, ROOT, policy_with
 
 BROKEN = FIXTURES / "policies" / "broken"
 CHAT = "routes./v1/chat/completions.fields"
@@ -396,9 +396,8 @@ def test_api_keys_are_checked_against_the_policy_profiles(
 def test_report_only_rules_are_counted_in_the_summary(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    path = tmp_path / "trial.yaml"
-    path.write_text(
-        POLICY.read_text() + "enforcement: enforce\nprofiles:\n  canary: {enforcement: report}\n"
+    path = policy_with(
+        tmp_path, "enforcement: enforce\nprofiles:\n  canary: {enforcement: report}\n"
     )
     status, lines = run_check([str(path)], capsys)
     assert status == 0

@@ -18,7 +18,7 @@ from gateway.policy.engine import Policy
 from gateway.policy.loading import load_policy_file
 from tests.support.bodies import MESSAGES, MODEL, chat
 from tests.support.gateways import MockEngine, asgi_client, gateway_settings
-from tests.support.paths import FIXTURES, POLICY
+from tests.support.paths import FIXTURES, POLICY, policy_with
 
 OVERLAYS = FIXTURES / "policies" / "good-overlays.yaml"
 
@@ -144,10 +144,10 @@ def test_defaults_overlays_and_profiles(tmp_path: Path, capsys: pytest.CaptureFi
 def test_report_only_rules_show_what_they_would_refuse(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    policy = tmp_path / "policy.yaml"
-    policy.write_text(
-        POLICY.read_text() + "profiles:\n  canary:\n    routes:\n      /v1/chat/completions:\n"
-        "        fields:\n          logprobs: {enforcement: report}\n"
+    policy = policy_with(
+        tmp_path,
+        "profiles:\n  canary:\n    routes:\n      /v1/chat/completions:\n"
+        "        fields:\n          logprobs: {enforcement: report}\n",
     )
     request = write(tmp_path, chat_bytes(logprobs=True, user="u"))
     status, out = explain(["--policy", str(policy), request], capsys)

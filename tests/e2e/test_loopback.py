@@ -11,18 +11,14 @@ from collections.abc import AsyncIterator
 import openai
 import pytest
 
-from tests.support.bodies import ANSWER, DONE, MESSAGES, MODEL, chunk_event
+from tests.support.bodies import ANSWER, MESSAGES, MODEL, chunk_event
 from tests.support.engine import (
-    JSON,
-    LAST_CHUNK,
-    STREAM_HEAD,
     FakeEngine,
-    Seen,
-    Wire,
-    chunk,
-    http_response,
-    sends,
+    sends_json,
+    sends_when,
     stalls_after,
+    stream_end,
+    stream_start,
 )
 from tests.support.faults import refused_url
 from tests.support.gateways import gateway_in_front_of
@@ -39,10 +35,7 @@ async def gateway(engine_url: str, upstream_client: str) -> AsyncIterator[openai
 
 
 async def test_chat_answer_through_the_sdk(upstream_client: str) -> None:
-    answer = http_response(
-        200, json.dumps(ANSWER).encode(), headers=[(b"Content-Type", b"application/json")]
-    )
-    async with FakeEngine(sends(answer)) as engine:
+    async with FakeEngine(sends_json(ANSWER)) as engine:
         async with gateway(engine.url, upstream_client) as client:
             completion = await client.chat.completions.create(
                 model=MODEL, messages=MESSAGES, seed=3
@@ -57,13 +50,8 @@ async def test_chat_answer_through_the_sdk(upstream_client: str) -> None:
 
 async def test_stream_is_relayed_chunk_by_chunk(upstream_client: str) -> None:
     received = asyncio.Event()
-
-    async def engine_streams(request: Seen, wire: Wire) -> None:
-        await wire.send(STREAM_HEAD + chunk(chunk_event("Hel")))
-        await received.wait()
-        await wire.send(chunk(chunk_event("lo", finish="stop")) + chunk(DONE) + LAST_CHUNK)
-
-    async with FakeEngine(engine_streams) as engine:
+    first, rest = stream_start(chunk_event("Hel")), stream_end(chunk_event("lo", finish="stop"))
+    async with FakeEngine(sends_when(first, rest, received)) as engine:
         async with gateway(engine.url, upstream_client) as client:
             stream = await client.chat.completions.create(
                 model=MODEL, messages=MESSAGES, stream=True
@@ -78,7 +66,7 @@ async def test_stream_is_relayed_chunk_by_chunk(upstream_client: str) -> None:
 async def test_client_leaving_a_stream_closes_the_engine_connection(
     upstream_client: str,
 ) -> None:
-    async with FakeEngine(stalls_after(STREAM_HEAD + chunk(chunk_event("Hel")))) as engine:
+    async with FakeEngine(stalls_after(stream_start(chunk_event("Hel")))) as engine:
         async with gateway(engine.url, upstream_client) as client:
             stream = await client.chat.completions.create(
                 model=MODEL, messages=MESSAGES, stream=True
@@ -101,9 +89,7 @@ async def test_engine_down_is_a_502_naming_it(upstream_client: str) -> None:
 
 async def test_models_pass_through(upstream_client: str) -> None:
     models = {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "x"}]}
-
-    answer = http_response(200, json.dumps(models).encode(), headers=JSON)
-    async with FakeEngine(sends(answer)) as engine:
+    async with FakeEngine(sends_json(models)) as engine:
         async with gateway(engine.url, upstream_client) as client:
             assert [m.id async for m in client.models.list()] == [MODEL]
     assert engine.requests[0].method == "GET"

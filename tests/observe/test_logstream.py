@@ -20,7 +20,7 @@ import pytest
 from tests.support.bodies import CHAT, chat
 from tests.support.engine import FakeEngine
 from tests.support.paths import POLICY
-from tests.support.processes import SERVING, START_TIMEOUT, GatewayProcess
+from tests.support.processes import SERVING, START_TIMEOUT, spawned
 
 
 @pytest.mark.anyio
@@ -42,25 +42,9 @@ async def test_every_line_is_json_on_stdout_when_the_collector_is_down(tmp_path:
                 FT_GATEWAY_LISTEN__METRICS_PORT="0",  # a second server in each worker
                 PYTHONWARNINGS="always",
             )
-            process = await asyncio.create_subprocess_exec(
-                sys.executable,
-                "-m",
-                "gateway",
-                "serve",
-                "--workers",
-                "2",
-                "--upstream",
-                engine.url,
-                "--policy",
-                str(POLICY),
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                env=env,
-                cwd=tmp_path,
-                start_new_session=True,
-            )
-            gateway = GatewayProcess(process)
-            try:
+            serve = ("serve", "--workers", "2", "--upstream", engine.url, "--policy", str(POLICY))
+            stderr = asyncio.subprocess.PIPE
+            async with spawned(*serve, env=env, cwd=tmp_path, stderr=stderr) as gateway:
                 started = await gateway.wait_for_line(r'"message":"ft-gateway starting"')
                 assert json.loads(started.string)["tracing"] == collector
                 port = (await gateway.wait_for_line(SERVING.pattern))[1]
@@ -70,6 +54,7 @@ async def test_every_line_is_json_on_stdout_when_the_collector_is_down(tmp_path:
                         assert answer.status_code == 200
                 # The SDK's own lines about the failed exports.
                 await gateway.wait_for_line("Failed to export")
+                process = gateway.process
                 process.send_signal(signal.SIGTERM)
                 assert process.stdout is not None and process.stderr is not None
                 async with asyncio.timeout(START_TIMEOUT):
@@ -77,10 +62,6 @@ async def test_every_line_is_json_on_stdout_when_the_collector_is_down(tmp_path:
                         process.stdout.read(), process.stderr.read()
                     )
                     assert await process.wait() == 0
-            finally:
-                if process.returncode is None:
-                    os.killpg(process.pid, signal.SIGKILL)
-                    await process.wait()
     lines = [*gateway.lines, *rest.decode().splitlines()]
     assert errors.decode() == ""
     records = [json.loads(line) for line in lines]

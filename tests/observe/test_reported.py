@@ -19,7 +19,7 @@ from tests.support.gateways import gateway_settings
 from tests.support.limits import key_of, write_keys
 from tests.support.metrics import Scrape
 from tests.support.otlp import otlp_receiver
-from tests.support.paths import POLICY
+from tests.support.paths import policy_with
 from tests.support.sdk import sdk
 from tests.support.servers import running_server
 
@@ -49,8 +49,7 @@ def log_line(out: str, request_id: str) -> dict[str, Any]:
 async def test_a_report_only_rule_on_one_profile(
     fake_engine: FakeEngine, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    policy = tmp_path / "policy.yaml"
-    policy.write_text(POLICY.read_text() + CANARY_PROFILE)
+    policy = policy_with(tmp_path, CANARY_PROFILE)
     keys = write_keys(tmp_path, {"alice": None, "canary": "canary"})
     async with otlp_receiver() as (receiver, traces):
         overrides: dict[tuple[str, ...], Any] = {

@@ -10,6 +10,7 @@ from hypothesis import find, given
 from hypothesis import strategies as st
 
 from gateway.policy.engine import apply_policy
+from gateway.policy.walk import KEPT, PASSED, UNKNOWN
 from tests.support.fuzzing import (
     POLICY,
     ROUTES,
@@ -44,6 +45,26 @@ def test_policy_decides_every_body(route: str, body: dict[str, Any]) -> None:
         assert rule.action != "strip", name
         if rule.action == "reject":
             assert rule.is_neutral(decision.body[name]), name
+
+
+@fuzz_settings(400)
+@given(
+    route=st.sampled_from(ROUTES),
+    body=st.one_of(request_bodies(), st.dictionaries(st.text(max_size=8), json_values)),
+)
+def test_the_fast_walk_decides_as_the_full_one(route: str, body: dict[str, Any]) -> None:
+    # The fast path (walk.py:_passes) answers most requests alone; the traced walk
+    # never takes it. Both must forward the same body, refuse with the same error,
+    # and record the same actions (tracing adds only "passed"/"unknown"/"kept").
+    fast = apply_policy(POLICY, route, body)
+    full = apply_policy(POLICY, route, body, trace=True)
+    assert fast.body == full.body and fast.changed == full.changed
+    assert (fast.error is None) == (full.error is None)
+    if fast.error is not None and full.error is not None:
+        assert (fast.error.param, fast.error.code) == (full.error.param, full.error.code)
+    assert fast.fanout == full.fanout
+    traced_only = {PASSED, UNKNOWN, KEPT}
+    assert fast.outcomes == [o for o in full.outcomes if o.action not in traced_only]
 
 
 def _rejected_inside(body: dict[str, Any], marker: str) -> bool:

@@ -5,18 +5,14 @@ probe writes for an engine without /v1/responses."""
 
 from __future__ import annotations
 
-import httpx
-
 from gateway.policy.engine import Policy
 from gateway.policy.loading import load_policy_file, parse_policy_text
-from gateway.probe.client import EngineClient
 from gateway.probe.clients import client_bodies, judge_clients, report_lines
 from gateway.probe.responses import RESPONSES
 from gateway.probe.route import CHAT
-from gateway.probe.runner import probe_engine
 from gateway.probe.writer import render_policy
 from tests.support.paths import FIXTURES, POLICY
-from tests.support.probes import DAY
+from tests.support.probes import run_probe
 from tests.support.toyengine import ToyEngine
 
 
@@ -43,17 +39,7 @@ def test_the_shipped_policy_refuses_only_what_ft_serve_lacks() -> None:
 
 
 def test_the_probes_written_policy_is_judged_the_same_way() -> None:
-    toy = ToyEngine()
-
-    def no_responses(request: httpx.Request) -> httpx.Response:
-        if request.url.path == RESPONSES:
-            return httpx.Response(404, json={"detail": "Not Found"})
-        return toy(request)
-
-    with EngineClient("http://toy", transport=httpx.MockTransport(no_responses)) as client:
-        result = probe_engine(
-            client, upstream="http://toy", model="toy", routes=[CHAT, RESPONSES], today=DAY
-        )
+    result = run_probe(ToyEngine(), [CHAT, RESPONSES])
     written = Policy(parse_policy_text(render_policy(result)))
     verdicts = {v.client: v for v in judge_clients(written)}
     assert verdicts["OpenAI Agents SDK (Python)"].refused is None

@@ -8,6 +8,7 @@ import json
 from typing import Any
 
 import httpx
+import yaml
 
 from gateway.policy.engine import Policy, apply_policy
 from gateway.policy.loading import parse_policy_text
@@ -18,22 +19,13 @@ from gateway.probe.route import CHAT
 from gateway.probe.runner import planned_requests, probe_engine
 from gateway.probe.verdict import HONOURED, IGNORED
 from gateway.probe.writer import render_policy
-from tests.support.probes import DAY
+from gateway.responses.translate import GATEWAY_ONLY
+from tests.support.probes import DAY, run_probe
 from tests.support.toyengine import ToyEngine
 
 
 def test_an_engine_without_the_route_gets_translate_rules_from_the_chat_verdicts() -> None:
-    toy = ToyEngine(ignore={"response_format"})
-
-    def no_responses(request: httpx.Request) -> httpx.Response:
-        if request.url.path == RESPONSES:
-            return httpx.Response(404, json={"detail": "Not Found"})
-        return toy(request)
-
-    with EngineClient("http://toy", transport=httpx.MockTransport(no_responses)) as client:
-        result = probe_engine(
-            client, upstream="http://toy", model="toy", routes=[CHAT, RESPONSES], today=DAY
-        )
+    result = run_probe(ToyEngine(ignore={"response_format"}), [CHAT, RESPONSES])
     assert result.responses is not None and not result.responses.native
     assert "HTTP 404" in result.responses.detail
     text = render_policy(result)
@@ -46,6 +38,10 @@ def test_an_engine_without_the_route_gets_translate_rules_from_the_chat_verdicts
         policy, RESPONSES, {**ok, "text": {"format": {"type": "json_object"}}}
     ).error
     assert refused is not None and refused.param == "text.format.type"
+    # Every field the translation keeps from the engine has its rule (none is unknown).
+    assert GATEWAY_ONLY <= yaml.safe_load(text)["routes"][RESPONSES]["fields"].keys()
+    streamed = {**ok, "stream": True, "stream_options": {"include_obfuscation": False}}
+    assert apply_policy(policy, RESPONSES, streamed).error is None
     assert "not served natively" in render_table(result)
     assert "## /v1/responses" in render_markdown(result)
 

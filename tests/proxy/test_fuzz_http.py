@@ -19,6 +19,7 @@ from starlette.testclient import TestClient
 from gateway.app.factory import create_app
 from gateway.serving.server import uvicorn_options
 from gateway.settings import Settings
+from tests.support.asgi import read_body
 from tests.support.bodies import completion
 from tests.support.fuzzing import (
     ROUTES,
@@ -108,12 +109,7 @@ def test_http_surface_in_process(
 async def _asgi_engine(scope: dict[str, Any], receive: Any, send: Any) -> None:
     if scope["type"] != "http":
         return
-    body = b""
-    while True:
-        message = await receive()
-        body += message.get("body", b"")
-        if not message.get("more_body"):
-            break
+    body = await read_body(receive)
     engine: Engine = _ENGINES[scope["server"][1]]
     content, media = (
         engine.answer(scope["path"], body)

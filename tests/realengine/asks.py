@@ -23,36 +23,27 @@ LONG: list[ChatCompletionMessageParam] = [
 
 # Fields the probe judges, each with a value the written policy would not let through as
 # neutral: sent where the policy rejects the field, to see the SDK's error.
+_SAMPLING: dict[str, Any] = {
+    "temperature": 0.5,
+    "seed": 7,
+    "top_k": 5,
+    "top_p": 0.9,
+    "min_p": 0.1,
+    "presence_penalty": 0.5,
+    "frequency_penalty": 0.5,
+    "repetition_penalty": 1.1,
+    "logit_bias": {"100": 1},
+    "stop": ["zebra"],
+}
 SAMPLES: dict[str, dict[str, Any]] = {
     CHAT: {
-        "temperature": 0.5,
-        "seed": 7,
-        "top_k": 5,
-        "top_p": 0.9,
-        "min_p": 0.1,
-        "presence_penalty": 0.5,
-        "frequency_penalty": 0.5,
-        "repetition_penalty": 1.1,
-        "logit_bias": {"100": 1},
+        **_SAMPLING,
         "max_completion_tokens": 8,
-        "stop": ["zebra"],
         "logprobs": True,
         "top_logprobs": 2,
         "response_format": {"type": "json_object"},
     },
-    COMPLETIONS: {
-        "temperature": 0.5,
-        "seed": 7,
-        "top_k": 5,
-        "top_p": 0.9,
-        "min_p": 0.1,
-        "presence_penalty": 0.5,
-        "frequency_penalty": 0.5,
-        "repetition_penalty": 1.1,
-        "logit_bias": {"100": 1},
-        "stop": ["zebra"],
-        "logprobs": 2,
-    },
+    COMPLETIONS: {**_SAMPLING, "logprobs": 2},
 }
 
 

@@ -2,29 +2,15 @@
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator
-
 import anyio
 import pytest
 
 from refengine.batcher import THINK_TOKENS, Engine, Finished, Row
 from refengine.model import default_model
 from refengine.params import SamplingParams
+from tests.support.runningengine import running
 
 pytestmark = pytest.mark.anyio
-
-
-@contextlib.asynccontextmanager
-async def running(engine: Engine) -> AsyncIterator[Engine]:
-    task = asyncio.create_task(engine.run())
-    try:
-        yield engine
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 def _engine(*, max_batch: int = 32, unpatched_sampler: bool = False) -> Engine:

@@ -3,10 +3,6 @@ batch-variant logits; and the batcher's gate that makes a batch's make-up certai
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-from collections.abc import AsyncIterator
-
 import anyio
 import numpy as np
 import numpy.typing as npt
@@ -24,22 +20,12 @@ from refengine.modes import (
     batch_variance,
 )
 from refengine.params import SamplingParams
+from tests.support.runningengine import running
 
 pytestmark = pytest.mark.anyio
 
 SEEDED = SamplingParams(max_tokens=24, seed=1234, temperature=1.0)
 GREEDY = SamplingParams(max_tokens=40, temperature=0.0)
-
-
-@contextlib.asynccontextmanager
-async def running(engine: Engine) -> AsyncIterator[Engine]:
-    task = asyncio.create_task(engine.run())
-    try:
-        yield engine
-    finally:
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await task
 
 
 async def _text(row: Row) -> str:

@@ -9,7 +9,7 @@ import pytest
 from gateway.settings import load_settings
 from gateway.upstream.balancer import Balancer
 from gateway.upstream.factory import make_upstream
-from gateway.yamlsource import SourceError
+from tests.support.configs import refused_config
 
 
 def test_defaults_keep_least_in_flight_and_no_limit() -> None:
@@ -51,11 +51,7 @@ def test_dns_from_the_file_and_a_flag_replaces_it(tmp_path: Path) -> None:
     ],
 )
 def test_bad_routing_config_names_the_key(tmp_path: Path, text: str, message: str) -> None:
-    config = tmp_path / "gw.yaml"
-    config.write_text(text + "\n")
-    with pytest.raises(SourceError) as caught:
-        load_settings(config, environ={})
-    assert message in str(caught.value)
+    assert message in str(refused_config(tmp_path, text + "\n"))
 
 
 def test_a_limit_or_dns_means_a_balancer_even_for_one_engine() -> None:

@@ -22,7 +22,7 @@ from gateway.upstream.balancer import Balancer
 from tests.support.bodies import CHAT, MODEL
 from tests.support.gateways import gateway_settings
 from tests.support.heldengine import HeldEngine, arrivals
-from tests.support.paths import BATCH_PROFILE, POLICY
+from tests.support.paths import BATCH_PROFILE, policy_with
 from tests.support.polling import until
 from tests.support.sdk import sdk
 from tests.support.servers import running_server
@@ -229,8 +229,7 @@ async def test_a_queued_request_whose_client_leaves_is_dropped_at_once() -> None
 async def test_interactive_keys_leave_the_queue_before_batch_keys(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    policy = tmp_path / "policy.yaml"
-    policy.write_text(POLICY.read_text() + BATCH_PROFILE)
+    policy = policy_with(tmp_path, BATCH_PROFILE)
     monkeypatch.setenv(
         "ROUTING_TEST_KEYS", f"alice:{hash_key('sk-alice')},nightly:{hash_key('sk-night')}:batch"
     )

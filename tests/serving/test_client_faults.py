@@ -11,7 +11,7 @@ import socket
 import statistics
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import anyio
@@ -90,7 +90,13 @@ async def hang_up(
     return seen.connection.closed_at - left
 
 
-def summary(times: list[float]) -> str:
+async def hang_up_rounds(one: Callable[[int], Awaitable[float]]) -> str:
+    """``one(round)`` (the seconds of one hang-up) for each of ROUNDS rounds, under one
+    deadline: the figure of those times."""
+    times = []
+    with anyio.fail_after(DEADLINE * 2):
+        for index in range(ROUNDS):
+            times.append(await one(index))
     ms = sorted(t * 1000 for t in times)
     return (
         f"median {statistics.median(ms):.2f} ms, max {ms[-1]:.2f} ms, "
@@ -113,34 +119,29 @@ async def test_client_leaving_while_sending_its_body_reaches_no_engine(
     assert fake_engine.requests == []
 
 
-async def test_client_leaving_while_waiting_closes_the_engine_request(
+@pytest.mark.parametrize("moment", ["while waiting", "mid-stream"], ids=["waiting", "mid-stream"])
+async def test_client_leaving_closes_the_engine_request(
     fake_engine: FakeEngine,
     gateway: Gateway,
     upstream_client: str,
     figure: Callable[[str, str], None],
+    moment: str,
 ) -> None:
-    times = []
-    with anyio.fail_after(DEADLINE * 2):
-        for _ in range(ROUNDS):
-            times.append(await hang_up(fake_engine, gateway.url, chat(), {"x-bad-mode": "hang"}))
-    figure(f"hang-up while waiting -> engine connection closed ({upstream_client})", summary(times))
+    """The client hangs up while the engine has not answered, or once the first event came
+    back with the engine still mid-stream: the engine's connection closes, each time."""
 
+    async def one(index: int) -> float:
+        if moment == "while waiting":
+            return await hang_up(fake_engine, gateway.url, chat(), {"x-bad-mode": "hang"})
+        gate = f"never-{index}"
+        headers = {"x-bad-gate": gate, "x-bad-chunks": "5"}
+        body = chat(stream=True)
+        seconds = await hang_up(fake_engine, gateway.url, body, headers, first_event=True)
+        assert not fake_engine.gate(gate).is_set()  # the engine was still mid-stream
+        return seconds
 
-async def test_client_leaving_mid_stream_closes_the_engine_request(
-    fake_engine: FakeEngine,
-    gateway: Gateway,
-    upstream_client: str,
-    figure: Callable[[str, str], None],
-) -> None:
-    times = []
-    with anyio.fail_after(DEADLINE * 2):
-        for index in range(ROUNDS):
-            headers = {"x-bad-gate": f"never-{index}", "x-bad-chunks": "5"}
-            body = chat(stream=True)
-            times.append(await hang_up(fake_engine, gateway.url, body, headers, first_event=True))
-            # The engine was still mid-stream.
-            assert not fake_engine.gate(f"never-{index}").is_set()
-    figure(f"hang-up mid-stream -> engine connection closed ({upstream_client})", summary(times))
+    label = f"hang-up {moment} -> engine connection closed ({upstream_client})"
+    figure(label, await hang_up_rounds(one))
 
 
 async def test_slow_reader_holds_back_the_engine_not_the_gateways_memory(

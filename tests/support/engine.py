@@ -86,6 +86,16 @@ STREAM_HEAD = http_head(
 LAST_CHUNK = b"0\r\n\r\n"
 
 
+def stream_start(*events: bytes) -> bytes:
+    """The head of an SSE answer and ``events``, each one chunk of its chunked body."""
+    return STREAM_HEAD + b"".join(chunk(e) for e in events)
+
+
+def stream_end(*events: bytes) -> bytes:
+    """``events``, then ``[DONE]`` and the end of the chunked body."""
+    return b"".join(chunk(e) for e in events) + chunk(DONE) + LAST_CHUNK
+
+
 @dataclass
 class Connection:
     """One TCP connection to the engine."""
@@ -212,6 +222,22 @@ def sends(data: bytes, *, then_hang_up: bool = False) -> Handler:
         await wire.send(data)
         if then_hang_up:
             wire.hang_up()
+
+    return handler
+
+
+def sends_json(payload: Any, status: int = 200) -> Handler:
+    """A handler that answers every request with ``payload`` as a JSON body."""
+    return sends(http_response(status, json.dumps(payload).encode(), headers=JSON))
+
+
+def sends_when(first: bytes, rest: bytes, go: asyncio.Event) -> Handler:
+    """A handler that sends ``first`` (raw bytes), then ``rest`` once ``go`` is set."""
+
+    async def handler(request: Seen, wire: Wire) -> None:
+        await wire.send(first)
+        await go.wait()
+        await wire.send(rest)
 
     return handler
 

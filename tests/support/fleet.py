@@ -13,6 +13,7 @@ from typing import Any
 
 from gateway.settings import Settings, load_settings
 from refengine.server import create_app as create_engine
+from tests.support.asgi import read_body
 from tests.support.paths import POLICY
 from tests.support.servers import running_server
 
@@ -38,13 +39,7 @@ class SeenEngine:
             if scope["type"] != "http" or scope["method"] != "POST":
                 await engine(scope, receive, send)
                 return
-            chunks = []
-            while True:
-                message = await receive()
-                chunks.append(message.get("body", b""))
-                if not message.get("more_body"):
-                    break
-            body = b"".join(chunks)
+            body = await read_body(receive)
             self.models.append(json.loads(body).get("model"))
             sent = False
 

@@ -17,7 +17,7 @@ from gateway.settings import Settings
 from tests.support.bodies import CHAT, chat
 from tests.support.gateways import gateway_settings, serve_gateway
 from tests.support.meteredengine import MeteredEngine
-from tests.support.paths import POLICY
+from tests.support.paths import POLICY, policy_with
 from tests.support.servers import running_server
 
 RATE_HEADERS = (
@@ -50,10 +50,8 @@ def write_keys(directory: Path, keys: Mapping[str, str | None]) -> Path:
 
 def policy_with_profiles(directory: Path, *names: str) -> Path:
     """The default policy with empty profiles ``names`` (for keys that select them)."""
-    path = directory / "policy.yaml"
     profiles = "".join(f"  {name}: {{}}\n" for name in names)
-    path.write_text(POLICY.read_text() + "\nprofiles:\n" + profiles)
-    return path
+    return policy_with(directory, "\nprofiles:\n" + profiles)
 
 
 def limited_settings(

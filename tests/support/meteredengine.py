@@ -15,6 +15,8 @@ import asyncio
 import json
 from typing import Any
 
+from tests.support.asgi import read_body
+
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
 
 
@@ -49,13 +51,7 @@ class MeteredEngine:
         if scope["path"] == "/v1/models":
             await self._json(send, {"object": "list", "data": [{"id": "m"}]})
             return
-        raw = b""
-        while True:
-            message = await receive()
-            raw += message.get("body", b"")
-            if not message.get("more_body"):
-                break
-        body = json.loads(raw)
+        body = json.loads(await read_body(receive))
         self.bodies.append(body)
         chat = scope["path"].endswith("/chat/completions")
         count = min(int(body.get("max_tokens") or 5), len(WORDS))

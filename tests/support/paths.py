@@ -1,5 +1,6 @@
 """The repository's files that tests read: its root, the default policy, the test
-fixtures; and the profile that tests add to the default policy."""
+fixtures; the profile that tests add to the default policy, and the file that does it
+(``policy_with``)."""
 
 from __future__ import annotations
 
@@ -20,3 +21,10 @@ profiles:
         fields:
           n: {maximum: 16}
 """
+
+
+def policy_with(directory: Path, text: str) -> Path:
+    """``directory/policy.yaml``: the default policy with ``text`` (YAML) appended."""
+    path = directory / "policy.yaml"
+    path.write_text(POLICY.read_text() + text)
+    return path

@@ -65,44 +65,51 @@ class GatewayProcess:
 
 
 @contextlib.asynccontextmanager
+async def spawned(
+    *args: str, env: dict[str, str], cwd: Path, stderr: int = asyncio.subprocess.STDOUT
+) -> AsyncIterator[GatewayProcess]:
+    """``python -m gateway ARGS`` as a process of its own (its own process group), with
+    exactly ``env``, in ``cwd``; its stdout read by the GatewayProcess, its stderr there too
+    unless told otherwise. Killed with its workers after."""
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "gateway",
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=stderr,
+        env=env,
+        cwd=cwd,
+        start_new_session=True,  # its own process group, to kill workers and all
+    )
+    try:
+        yield GatewayProcess(process)
+    finally:
+        if process.returncode is None:
+            os.killpg(process.pid, signal.SIGKILL)
+            await process.wait()
+
+
+@contextlib.asynccontextmanager
 async def gateway_process(
     *args: str,
     config: dict[str, Any] | None = None,
     env: dict[str, str] | None = None,
     tmp: Path,
 ) -> AsyncIterator[GatewayProcess]:
-    """``ft-gateway serve --port 0 ARGS`` as a process of its own (its own process group),
-    in ``tmp`` (where it finds a ``config.yaml`` a test wrote there), with ``env`` over
-    this environment less its FT_GATEWAY_* variables; ``config``: the settings of a file
-    written for it (the test policy unless it names one). Killed with its workers after."""
+    """``ft-gateway serve --port 0 ARGS`` ``spawned`` in ``tmp`` (where it finds a
+    ``config.yaml`` a test wrote there), with ``env`` over this environment less its
+    FT_GATEWAY_* variables; ``config``: the settings of a file written for it (the test
+    policy unless it names one)."""
     if config is not None:
         fd, path = tempfile.mkstemp(prefix="config-", suffix=".yaml", dir=tmp)
         with os.fdopen(fd, "w") as file:
             json.dump({"policy": str(POLICY), **config}, file)  # JSON is YAML
         args = ("--config", path, *args)
-    process = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "gateway",
-        "serve",
-        "--port",
-        "0",
-        "--log-level",
-        "info",
-        *args,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.STDOUT,
-        env={**serve_environ(), "TMPDIR": str(tmp), **(env or {})},
-        cwd=tmp,
-        start_new_session=True,  # its own process group, to kill workers and all
-    )
-    gateway = GatewayProcess(process)
-    try:
+    environ = {**serve_environ(), "TMPDIR": str(tmp), **(env or {})}
+    serve = ("serve", "--port", "0", "--log-level", "info", *args)
+    async with spawned(*serve, env=environ, cwd=tmp) as gateway:
         yield gateway
-    finally:
-        if process.returncode is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            await process.wait()
 
 
 def children_of(pid: int) -> set[int]:

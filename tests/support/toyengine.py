@@ -102,6 +102,9 @@ class ToyEngine:
         return httpx.MockTransport(self)
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
+        if not request.url.path.endswith("/completions"):
+            # A route it does not serve (/v1/responses): a web framework's 404.
+            return httpx.Response(404, json={"detail": "Not Found"})
         body = json.loads(request.content)
         self.requests.append(body)
         present = {k for k, v in body.items() if v is not None}

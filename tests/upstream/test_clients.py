@@ -18,16 +18,14 @@ from gateway.upstream.httptools_impl import HttptoolsUpstream
 from gateway.upstream.httpx_impl import HttpxUpstream
 from tests.support.engine import (
     JSON,
-    LAST_CHUNK,
-    STREAM_HEAD,
     FakeEngine,
     Handler,
-    Seen,
-    Wire,
-    chunk,
     http_response,
     sends,
+    sends_when,
     stalls_after,
+    stream_end,
+    stream_start,
 )
 from tests.support.faults import refused_url, unanswered_url
 
@@ -82,7 +80,7 @@ def answer(
     return sends(http_response(status, data, headers=headers))
 
 
-FIRST_EVENT_THEN_SILENCE = stalls_after(STREAM_HEAD + chunk(b"data: 1\n\n"))
+FIRST_EVENT_THEN_SILENCE = stalls_after(stream_start(b"data: 1\n\n"))
 
 
 async def test_settings_name_the_implementation(connect: Callable[..., UpstreamClient]) -> None:
@@ -173,13 +171,9 @@ async def test_stream_chunks_arrive_as_they_are_sent(
     upstream_client: str, connect: Callable[..., UpstreamClient]
 ) -> None:
     received = asyncio.Event()
-
-    async def stream(request: Seen, wire: Wire) -> None:
-        await wire.send(STREAM_HEAD + chunk(b"data: 1\n\n"))
-        await received.wait()
-        await wire.send(chunk(b"data: [DONE]\n\n") + LAST_CHUNK)
-
-    async with FakeEngine(stream) as engine:
+    async with FakeEngine(
+        sends_when(stream_start(b"data: 1\n\n"), stream_end(), received)
+    ) as engine:
         upstream = connect(upstream_client, engine.url)
         response = await upstream.request("POST", "/v1/x", headers=[], body=b"{}")
         chunks = response.chunks()
@@ -271,7 +265,7 @@ async def test_answer_over_the_limit_is_a_protocol_error(
     "data",
     [
         pytest.param(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n12345", id="short-body"),
-        pytest.param(STREAM_HEAD + chunk(b"data: 1\n\n") + b"5\r\nda", id="cut-chunk"),
+        pytest.param(stream_start(b"data: 1\n\n") + b"5\r\nda", id="cut-chunk"),
     ],
 )
 async def test_engine_hanging_up_mid_answer_is_a_protocol_error(
