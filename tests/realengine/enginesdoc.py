@@ -27,7 +27,7 @@ RESPONSES = "/v1/responses"
 EMBEDDINGS = "/v1/embeddings"
 UNMEASURED = "not measured"
 _ROW = re.compile(
-    r"^\| (?P<field>.+?) \| \*\*(?P<verdict>[a-z]+)\*\* \| [^|]+ \| (?P<evidence>.*) \|$"
+    r"^\| (?P<field>.+?) \| \*\*(?P<verdict>[a-z][a-z ]*)\*\* \| [^|]+ \| (?P<evidence>.*) \|$"
 )
 _BULLET = re.compile(r"^- \*\*(?P<field>[^*]+)\*\*: (?P<verdict>[a-z]+): (?P<evidence>.*)$")
 

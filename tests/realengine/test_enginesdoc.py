@@ -18,7 +18,7 @@ from gateway.probe.responses import RESPONSES
 from gateway.probe.route import CHAT, COMPLETIONS
 from gateway.probe.runner import ProbeResult, probe_engine
 from gateway.probe.writer import render_policy
-from tests.realengine.enginesdoc import load, main, parse_report, policy_does, render
+from tests.realengine.enginesdoc import Row, load, main, parse_report, policy_does, render
 from tests.support.probes import DAY
 from tests.support.toyengine import DROP, ToyEngine
 
@@ -173,3 +173,12 @@ def test_the_embeddings_probe_is_a_table_or_what_it_said(tmp_path: Path) -> None
 def test_one_string_only_where_batches_are_refused() -> None:
     policy = {"routes": {"/v1/embeddings": {"fields": {"input": {"type": "string"}}}}}
     assert policy_does(policy, "/v1/embeddings", "input") == "one string only (a batch: 400)"
+
+
+def test_a_verdict_of_two_words_is_read() -> None:
+    """seed's "alone only" (reproducible alone, not under load), as llama-server's."""
+    report = parse_report(
+        "## /v1/chat/completions\n\n| field | verdict | confidence | evidence |\n"
+        "|---|---|---|---|\n| seed | **alone only** | 0.984 | reproducible alone only |\n"
+    )
+    assert report.verdict(CHAT, "seed") == Row("seed", "alone only", "reproducible alone only")
