@@ -26,30 +26,37 @@ UNSERVED = "(unserved)"
 class Exchange:
     """What happened to one request: its record."""
 
-    # What a request may never set keeps its class default: a record is built per
-    # request, and setting only what it has costs a quarter of a dataclass's __init__.
-    model: str | None = None
-    deployment: str | None = None  # a fleet's deployment that served it (its config name)
-    served: str | None = None  # the model name its engine got (a fleet's, from the config)
-    client: str | None = None  # the API key's name, when keys are on
-    stream: bool = False
-    status: int = 0
-    outcomes: Sequence[Outcome] = ()
-    # What report-only rules would have refused, and the 400 the client would have got.
-    report: Report | None = None
-    error_code: str | None = None
-    upstream_status: int | None = None
-    upstream_replica: str | None = None  # the engine replica that answered
-    upstream_started: float | None = None
-    first_byte: float | None = None  # engine's first body byte (streams) or headers
-    bytes_out: int = 0
-    client_disconnected: bool = False
-    trace: TraceHooks | None = None  # its spans, when tracing is on
-    policed: bool = True  # False: a route the policy has no say in (a 404, a stored response)
-    usage: Usage | None = None  # the tokens the engine reported
-    rate_limited: str | None = None  # the limit that refused the request (429)
-    engine_error: bool = False  # the error the client got is the engine's own answer
-    _verdict: str | None = None
+    # Slots, every one set in __init__: a read of a field left at a class default
+    # cannot be specialised by the interpreter (each costs a dictionary miss and a
+    # class look-up), and the observers read most fields of every record.
+    __slots__ = (
+        "method",
+        "path",
+        "route",
+        "request_id",
+        "started",
+        "model",
+        "deployment",
+        "served",
+        "client",
+        "stream",
+        "status",
+        "outcomes",
+        "report",
+        "error_code",
+        "upstream_status",
+        "upstream_replica",
+        "upstream_started",
+        "first_byte",
+        "bytes_out",
+        "client_disconnected",
+        "trace",
+        "policed",
+        "usage",
+        "rate_limited",
+        "engine_error",
+        "_verdict",
+    )
 
     def __init__(
         self,
@@ -66,6 +73,28 @@ class Exchange:
         self.route = route
         self.request_id = request_id
         self.started = time.perf_counter() if started is None else started
+        self.model: str | None = None
+        self.deployment: str | None = None  # a fleet's deployment that served it (its name)
+        self.served: str | None = None  # the model name its engine got (a fleet's, from the config)
+        self.client: str | None = None  # the API key's name, when keys are on
+        self.stream = False
+        self.status = 0
+        self.outcomes: Sequence[Outcome] = ()
+        # What report-only rules would have refused, and the 400 the client would have got.
+        self.report: Report | None = None
+        self.error_code: str | None = None
+        self.upstream_status: int | None = None
+        self.upstream_replica: str | None = None  # the engine replica that answered
+        self.upstream_started: float | None = None
+        self.first_byte: float | None = None  # engine's first body byte (streams) or headers
+        self.bytes_out = 0
+        self.client_disconnected = False
+        self.trace: TraceHooks | None = None  # its spans, when tracing is on
+        self.policed = True  # False: a route the policy has no say in (a 404, a stored response)
+        self.usage: Usage | None = None  # the tokens the engine reported
+        self.rate_limited: str | None = None  # the limit that refused the request (429)
+        self.engine_error = False  # the error the client got is the engine's own answer
+        self._verdict: str | None = None
         if not fields:
             return
         for name, value in fields.items():
@@ -105,7 +134,7 @@ class Exchange:
         return found
 
 
-_FIELDS = frozenset(name for name in Exchange.__annotations__ if not name.startswith("_"))
+_FIELDS = frozenset(name for name in Exchange.__slots__ if not name.startswith("_"))
 
 
 class TraceHooks(Protocol):
@@ -141,6 +170,8 @@ class Tracer(Observer, Protocol):
 class NullObserver:
     """Records nothing."""
 
+    ignores_start = True
+
     def started(self, exchange: Exchange) -> None:
         return None
 
@@ -153,9 +184,11 @@ class Observers:
 
     def __init__(self, *observers: Observer) -> None:
         self.observers = observers
+        # Those told of a start: not those that say they ignore it (the access log).
+        self._starting = tuple(o for o in observers if not getattr(o, "ignores_start", False))
 
     def started(self, exchange: Exchange) -> None:
-        for observer in self.observers:
+        for observer in self._starting:
             observer.started(exchange)
 
     def finished(self, exchange: Exchange) -> None:

@@ -242,22 +242,24 @@ class Metrics:
             ttfb.observe(first - started)
 
     def _count_tokens(self, route: str, model: str, client: str | None, usage: Usage) -> None:
-        # Written out, not looped over the three kinds: this runs on every answer.
+        # Written out, not looped over the three kinds: this runs on every answer; the
+        # usage unpacked (a tuple's named fields are not specialised reads).
+        prompt, completion, total = usage
         tokens = self.tallies.tokens
         key = (route, model, "prompt")
-        tokens[key] = tokens.get(key, 0) + usage.prompt
+        tokens[key] = tokens.get(key, 0) + prompt
         key = (route, model, "completion")
-        tokens[key] = tokens.get(key, 0) + usage.completion
+        tokens[key] = tokens.get(key, 0) + completion
         key = (route, model, "total")
-        tokens[key] = tokens.get(key, 0) + usage.total
+        tokens[key] = tokens.get(key, 0) + total
         if client is not None:
             clients = self.tallies.client_tokens
             ckey = (client, "prompt")
-            clients[ckey] = clients.get(ckey, 0) + usage.prompt
+            clients[ckey] = clients.get(ckey, 0) + prompt
             ckey = (client, "completion")
-            clients[ckey] = clients.get(ckey, 0) + usage.completion
+            clients[ckey] = clients.get(ckey, 0) + completion
             ckey = (client, "total")
-            clients[ckey] = clients.get(ckey, 0) + usage.total
+            clients[ckey] = clients.get(ckey, 0) + total
 
     def _model_label(self, model: str | None) -> str:
         label = self._models.label(model or "")

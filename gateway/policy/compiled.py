@@ -133,16 +133,32 @@ class Members:
     """An array the fast walk checks member by member: its length bounds, and each
     member's rule by its key's value (only rules that pass a member as it is)."""
 
-    __slots__ = ("key", "shapes", "least", "most")
+    __slots__ = ("dispatch", "least", "most")
 
     def __init__(self, select: CompiledSelect, least: int | None, most: int | None) -> None:
-        self.key = select.key
-        self.shapes: dict[str, Shape] = {}
-        for value, (rules, accepts) in select.passed.items():
-            if dict in accepts and rules.plain:
-                self.shapes[value] = Shape(self.key, rules)
+        self.dispatch = Dispatch(select)
         self.least = least or 0
         self.most = most
+
+
+class Dispatch:
+    """A select, for the fast walk: by its key's value (``absent`` where the key is not
+    there), the Shape a member passes as it is, or another Dispatch where that rule
+    selects again on the same member (a Responses input item: by type, then role)."""
+
+    __slots__ = ("key", "absent", "shapes")
+
+    def __init__(self, select: CompiledSelect) -> None:
+        self.key = select.key
+        self.absent = select.absent
+        self.shapes: dict[str, Shape | Dispatch] = {}
+        for value, rule in select.rules.items():
+            if rule.action != "pass" or dict not in rule.accepts:
+                continue
+            if rule.select is None and rule.object_rules is not None and rule.object_rules.plain:
+                self.shapes[value] = Shape(self.key, rule.object_rules)
+            elif rule.select is not None and rule.object_rules is None:
+                self.shapes[value] = Dispatch(rule.select)
 
 
 class Shape:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.errors import InvalidRequest
-from gateway.policy.compiled import CompiledSelect, Members, ObjectRules, Rule, Shape
+from gateway.policy.compiled import CompiledSelect, Dispatch, Members, ObjectRules, Rule, Shape
 
 # Outcomes recorded per field. "passed" is only recorded when tracing (explain):
 # the hot path records only what the operator needs to count.
@@ -319,21 +319,43 @@ def _members_pass(members: Members, value: list[Any]) -> bool:
     size = len(value)
     if size < members.least or (members.most is not None and size > members.most):
         return False
-    key = members.key
-    shapes = members.shapes
-    for member in value:
-        if type(member) is not dict:
-            return False
-        chosen = member.get(key)
-        if type(chosen) is not str:
-            return False
-        shape = shapes.get(chosen)
-        if shape is None:
-            return False
-        signature = (*member, *map(type, member.values()))
-        if signature not in shape.seen and not _member_passes(shape, member, key, signature):
-            return False
+    dispatch = members.dispatch
+    key, absent, shapes = dispatch.key, dispatch.absent, dispatch.shapes
+    try:
+        for member in value:
+            # _member_pass written out for the common case, a member one select
+            # dispatches to a Shape. A member that is not an object has no ``get``
+            # (AttributeError), a key value that is not a string is not in ``shapes``
+            # (or not hashable: TypeError): then the full walk names what is wrong.
+            chosen = member.get(key)
+            if chosen is None and absent is not None and key not in member:
+                chosen = absent
+            shape = shapes.get(chosen)
+            if isinstance(shape, Shape):
+                signature = (*member, *map(type, member.values()))
+                if signature not in shape.seen and not _member_passes(
+                    shape, member, key, signature
+                ):
+                    return False
+            elif shape is None or type(member) is not dict or not _member_pass(shape, member):
+                return False
+    except (AttributeError, TypeError):
+        return False
     return True
+
+
+def _member_pass(dispatch: Dispatch, member: dict[str, Any]) -> bool:
+    key = dispatch.key
+    chosen = member.get(key)
+    if chosen is None and dispatch.absent is not None and key not in member:
+        chosen = dispatch.absent
+    if type(chosen) is not str:
+        return False
+    shape = dispatch.shapes.get(chosen)
+    if isinstance(shape, Shape):
+        signature = (*member, *map(type, member.values()))
+        return signature in shape.seen or _member_passes(shape, member, key, signature)
+    return shape is not None and _member_pass(shape, member)
 
 
 def _member_passes(

@@ -27,19 +27,41 @@ class Call:
     """One request: its responder, its record, its profile, its routing hint, its cutoff,
     its stream shaper once the answer streams, and its route's own state (``plan``)."""
 
-    # What most requests leave as it is: class defaults, so a call sets only what it has.
-    profile: str | None = None  # the API key's policy profile
-    hint: Hint = NO_HINT  # what the balancer picks a replica by
-    target: Target | None = None  # a fleet's deployment of the request's model
-    policy: Policy | None = None  # its policy (None: the gateway's live one)
-    cutoff: Cutoff | None = None  # set while the engine is asked
-    shaper: StreamShaper | None = None  # set once a stream's answer starts
-    plan: Any = None  # the route's own state between prepare and answer
-    hide = False  # usage asked of the engine for metering, not shown to the client
-    include_usage = False  # the client asked a stream for its usage
+    # Slots, every one set in __init__: a field read at a class default would cost the
+    # interpreter a dictionary miss and a class look-up each time.
+    __slots__ = (
+        "headers",
+        "named",
+        "engine_id",
+        "responder",
+        "record",
+        "profile",
+        "hint",
+        "target",
+        "policy",
+        "cutoff",
+        "shaper",
+        "plan",
+        "hide",
+        "include_usage",
+    )
 
     def __init__(self, route: str | None, scope: Scope, send: Send) -> None:
         self.headers: Headers = scope["headers"]  # the client's request headers
-        request_id, text, self.engine_id = request_ids(self.headers)
+        # The headers by name where no name repeats (most requests), else None: then a
+        # look-up in it gives what a scan of the list would, and the dict is made in C
+        # (request_ids, read_body and parse_request each save a loop in Python).
+        named = dict(self.headers)
+        self.named = named if len(named) == len(self.headers) else None
+        request_id, text, self.engine_id = request_ids(self.headers, self.named)
         self.responder = Responder(send, request_id)
         self.record = Exchange(scope["method"], scope["path"], route, text)
+        self.profile: str | None = None  # the API key's policy profile
+        self.hint: Hint = NO_HINT  # what the balancer picks a replica by
+        self.target: Target | None = None  # a fleet's deployment of the request's model
+        self.policy: Policy | None = None  # its policy (None: the gateway's live one)
+        self.cutoff: Cutoff | None = None  # set while the engine is asked
+        self.shaper: StreamShaper | None = None  # set once a stream's answer starts
+        self.plan: Any = None  # the route's own state between prepare and answer
+        self.hide = False  # usage asked of the engine for metering, not shown to the client
+        self.include_usage = False  # the client asked a stream for its usage

@@ -64,6 +64,7 @@ class ProxyEndpoint:
     def __init__(self, state: GatewayState, route: Route) -> None:
         self.state = state
         self.route = route
+        self.upstream_path = route.upstream_path  # (a class attribute: read once, here)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         state = self.state
@@ -86,11 +87,11 @@ class ProxyEndpoint:
                 record.client, call.profile = state.authenticate(headers)
             bodies = [b""]
             if route.name is not None:
-                raw = await self._read_body(receive, headers)
+                raw = await self._read_body(receive, call)
                 if raw is None:
                     record.client_disconnected = True
                     return
-                body = parse_request(raw, headers)
+                body = parse_request(raw, headers, call.named)
                 if state.capture is not None:
                     state.capture.record(route.name, call.profile, body, len(raw))
                 if tracer is not None:
@@ -174,7 +175,7 @@ class ProxyEndpoint:
         leaving and the drain expiring; ``bodies`` is emptied once they are sent."""
         state = self.state
         record = call.record
-        path: str = self.route.upstream_path or scope["path"]
+        path: str = self.upstream_path or scope["path"]
         query: bytes = scope.get("query_string", b"")
         if query:
             path = f"{path}?{query.decode('latin-1')}"
@@ -232,14 +233,14 @@ class ProxyEndpoint:
         if reason == "shutdown":
             await _end_for_shutdown(call)
 
-    async def _read_body(self, receive: Receive, headers: Headers) -> bytes | None:
+    async def _read_body(self, receive: Receive, call: Call) -> bytes | None:
         settings = self.state.settings
         cutoff = Cutoff()
         timer = asyncio.get_running_loop().call_later(
             settings.server.body_timeout, cutoff.cut, "body time-out"
         )
         try:
-            raw = await read_body(receive, headers, settings.limits.max_body_bytes)
+            raw = await read_body(receive, call.headers, settings.limits.max_body_bytes, call.named)
             if await cutoff.settle() is None:
                 return raw
         except asyncio.CancelledError:

@@ -57,13 +57,17 @@ def request_id_of(headers: Headers) -> bytes:
     return request_ids(headers)[0]
 
 
-def request_ids(headers: Headers) -> tuple[bytes, str, bytes | None]:
+def request_ids(
+    headers: Headers, named: dict[bytes, bytes] | None = None
+) -> tuple[bytes, str, bytes | None]:
     """The request's id (the client's X-Request-ID when it is sane, else a new one),
     as bytes and as text, and for a new one the UUID form an engine is sent (None for
-    the client's: with_request_id works it out)."""
-    for name, value in headers:
-        if name == b"x-request-id" and _REQUEST_ID.match(value):
-            return value, value.decode(), None
+    the client's: with_request_id works it out). ``named``: the headers by name
+    where no name repeats (Call.named), else None."""
+    if named is None or b"x-request-id" in named:
+        for name, value in headers:
+            if name == b"x-request-id" and _REQUEST_ID.match(value):
+                return value, value.decode(), None
     # uuid4().hex without building a UUID (5x cheaper): 122 random bits, version 4.
     raw = bytearray(os.urandom(16))
     raw[6] = raw[6] & 0x0F | 0x40

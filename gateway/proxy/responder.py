@@ -24,12 +24,14 @@ class Responder:
         headers.append((b"x-request-id", self.request_id))
         if self.extra:
             headers.extend(self.extra)
-        await self._send({"type": "http.response.start", "status": status, "headers": headers})
+        send = self._send  # (an attribute, not a method: loaded as one, it is a specialised read)
+        await send({"type": "http.response.start", "status": status, "headers": headers})
 
     async def body(self, data: bytes, *, more: bool = False) -> None:
         self.bytes_out += len(data)
         self.complete = not more
-        await self._send({"type": "http.response.body", "body": data, "more_body": more})
+        send = self._send
+        await send({"type": "http.response.body", "body": data, "more_body": more})
 
     async def error(self, exc: GatewayError) -> None:
         payload = render(exc)

@@ -85,6 +85,7 @@ class _Exchange:
         "waiter",
         "until_close",
         "keep_alive",
+        "encoded",
     )
 
     def __init__(self) -> None:
@@ -100,6 +101,7 @@ class _Exchange:
         self.waiter: asyncio.Future[None] | None = None
         self.until_close = False
         self.keep_alive = False
+        self.encoded = False  # the answer has a Content-Encoding header
 
     def wake(self) -> None:
         waiter = self.waiter
@@ -168,10 +170,14 @@ class _Connection(asyncio.Protocol):
         assert exchange is not None
         exchange.status = self._parser.get_status_code()
         exchange.keep_alive = self._parser.should_keep_alive()
-        names = {n for n, _ in exchange.headers}
-        exchange.until_close = b"content-length" not in names and not any(
-            n == b"transfer-encoding" and b"chunked" in v.lower() for n, v in exchange.headers
+        names = dict(exchange.headers)  # (made in C: cheaper than a loop here)
+        exchange.until_close = b"content-length" not in names and not (
+            b"transfer-encoding" in names
+            and any(
+                n == b"transfer-encoding" and b"chunked" in v.lower() for n, v in exchange.headers
+            )
         )
+        exchange.encoded = b"content-encoding" in names
         exchange.head_done = True
         exchange.wake()
 
@@ -245,8 +251,11 @@ class _Response:
         self._deadline = deadline
         self._released = False
         self.status = exchange.status
-        self.headers: Headers = []
         self._decoder: _Decoder | None = None
+        if not exchange.encoded:
+            self.headers: Headers = exchange.headers  # (the exchange's own: it is not reused)
+            return
+        self.headers = []
         for name, value in exchange.headers:
             if name == b"content-encoding":
                 encoding = value.strip().lower()
@@ -342,6 +351,7 @@ class HttptoolsUpstream:
         self._busy = 0
         self._waiters: collections.deque[asyncio.Future[None]] = collections.deque()
         self._closed = False
+        self._starts: dict[tuple[str, str], bytes] = {}
 
     # The running loop, looked up by each request (the client may be made before
     # a loop runs) and kept for the waits that follow.
@@ -371,7 +381,19 @@ class HttptoolsUpstream:
             timer.cancel()
             exchange.waiter = None
 
-    async def _acquire(self, deadline: float, what: str) -> _Connection:
+    def _start(self, method: str, path: str) -> bytes:
+        """The request line and Host header of ``method`` ``path`` (kept for the next)."""
+        start = b"%s %s%s HTTP/1.1\r\n%s" % (
+            method.encode(),
+            self._prefix.encode(),
+            path.encode(),
+            self._host_header,
+        )
+        if len(self._starts) < 256:  # the routes' paths; a query string is the client's
+            self._starts[(method, path)] = start
+        return start
+
+    async def _acquire(self, deadline: float, method: str, path: str) -> _Connection:
         idle = self._idle
         if idle:
             expired = self.loop.time() - _KEEPALIVE_EXPIRY
@@ -386,7 +408,7 @@ class HttptoolsUpstream:
             if self._busy < self._limit:
                 self._busy += 1
                 try:
-                    return await self._connect(what)
+                    return await self._connect(f"{method} {path}")
                 except BaseException:
                     self._release(None)
                     raise
@@ -396,7 +418,7 @@ class HttptoolsUpstream:
             try:
                 await waiter
             except TimeoutError:
-                raise timed_out(what) from None
+                raise timed_out(f"{method} {path}") from None
             except BaseException:
                 # Woken and then cancelled: pass the turn on.
                 if waiter.done() and not waiter.cancelled() and waiter.exception() is None:
@@ -442,15 +464,16 @@ class HttptoolsUpstream:
     ) -> UpstreamResponse:
         self.loop = loop = asyncio.get_running_loop()
         deadline = loop.time() + self._response_timeout
-        what = f"{method} {path}"
-        head = [method.encode(), b" ", self._prefix.encode(), path.encode(), b" HTTP/1.1\r\n"]
-        head.append(self._host_header)
+        start = self._starts.get((method, path))
+        if start is None:
+            start = self._start(method, path)
+        head = [start]
         if body or method != "GET":
             head.append(b"content-length: %d\r\n" % len(body))
         for name, value in headers:
             head += (name, b": ", value, b"\r\n")
         head.append(b"\r\n")
-        connection = await self._acquire(deadline, what)
+        connection = await self._acquire(deadline, method, path)
         exchange = connection.send(b"".join(head), body)
         try:
             while not exchange.head_done:
