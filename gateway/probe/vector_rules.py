@@ -63,15 +63,18 @@ def _embeddings_lines(route: _Verdicts, model: str, day: str) -> list[str]:
     item = {"type": ["string", "integer", "array"], "nullable": False, "min_length": 1}
     item |= {"minimum": 0, "min_items": 1, "max_items": 2048}
     item["items"] = {"type": "integer", "nullable": False, "minimum": 0}
+    own_ids = ids is not None and ids.outcome == HONOURED
     input_rule: dict[str, Any] = {
         "action": "pass",
-        "type": ["string", "array"] if batched else "string",
+        "type": ["string", "array"] if batched or own_ids else "string",
         "required": True,
         "min_length": 1,
     }
     if batched:
         input_rule |= {"min_items": 1, "max_items": 2048, "items": item}
-    if ids is not None and ids.outcome == HONOURED:
+    elif own_ids:  # one input: a text, or the engine's ids of one (a batch: input[0], 400)
+        input_rule |= {"min_items": 1, "max_items": 2048, "items": item["items"]}
+    if own_ids:
         input_rule["token_ids"] = {"action": "pass"}
     else:
         input_rule["token_ids"] = {

@@ -41,7 +41,7 @@ DOCUMENTS = [
     "Python lists grow as items are appended.",
 ]
 NO_SUCH_MODEL = "ft-gateway-probe-no-such-model"
-REQUESTS = {EMBEDDINGS: 7, RERANK: 5}
+REQUESTS = {EMBEDDINGS: 8, RERANK: 5}  # embeddings: 7, and 8 with llama.cpp's /tokenize
 Found = tuple[list[Verdict], str | None]  # the verdicts, or why the route was not measured
 _SAME = 1e-5  # float32 rounding, and engines that renormalise in another precision
 
@@ -65,6 +65,13 @@ def _floats(value: Any) -> list[float] | None:
     if isinstance(value, list) and value and all(isinstance(x, int | float) for x in value):
         return [float(x) for x in value]
     return None
+
+
+def _shape(value: Any) -> str:
+    """What an embedding that is not a vector of numbers is, in a few words."""
+    if isinstance(value, list) and value and all(isinstance(x, list) for x in value):
+        return f"a list of {len(value)} lists, not one vector"
+    return "not a list of numbers" if value is not None else "none"
 
 
 def _decoded(value: Any) -> list[float] | None:
@@ -116,7 +123,9 @@ def probe_embeddings(client: EngineClient, *, model: str) -> Found:
     found = _vectors(plain)
     vector = _floats(found[0][1]) if plain.ok and len(found) == 1 else None
     if vector is None:
-        why = f"HTTP {plain.status}" if plain.status else plain.error
+        why = f"HTTP {plain.status}" if plain.status else f"{plain.error}"
+        if plain.ok:  # a 200 whose data is not one vector of numbers (a vector a token?)
+            why += f", data[0].embedding: {_shape(found[0][1] if found else None)}"
         return [], f"no embedding: {why}"
     width = len(vector)
     verdicts: list[Verdict] = []
@@ -158,6 +167,8 @@ def probe_embeddings(client: EngineClient, *, model: str) -> Found:
         and _close(first, vector)
     )
     what = f"{len(BATCH)} inputs gave {len(members)} vectors, indexes {indexes}"
+    if first is not None and not _close(first, vector):
+        what += ", the first not the text's own vector"
     verdicts.append(_judge("input", answer, honoured, what, what))
 
     verdicts.append(_token_ids(client, model, base, vector))
@@ -168,11 +179,12 @@ def probe_embeddings(client: EngineClient, *, model: str) -> Found:
 def _token_ids(
     client: EngineClient, model: str, base: dict[str, Any], vector: list[float]
 ) -> Verdict:
-    tokenized = client.post("/tokenize", {"model": model, "prompt": TEXT})
-    ids = (
-        tokenized.body.get("tokens") if tokenized.ok and isinstance(tokenized.body, dict) else None
-    )
-    own = isinstance(ids, list) and bool(ids) and all(type(t) is int for t in ids)
+    ids = _tokens(client.post("/tokenize", {"model": model, "prompt": TEXT}))
+    if not ids:
+        # llama.cpp's shape: its server answers vLLM's with no tokens. With the special
+        # tokens, as the text is embedded.
+        ids = _tokens(client.post("/tokenize", {"content": TEXT, "add_special": True}))
+    own = bool(ids)
     sent = ids if own else [791, 4062, 14198, 39935]  # OpenAI's cl100k ids of the text's start
     answer = client.post(EMBEDDINGS, base | {"input": sent})
     got = _floats(next(iter(_vectors(answer)), (0, None))[1])
@@ -184,6 +196,14 @@ def _token_ids(
         "the text's vector" if same else "another vector than the text's"
     )
     return _judge("token_ids", answer, same, what, what)
+
+
+def _tokens(answer: Answer) -> list[int]:
+    """The token ids of a /tokenize answer (none where it has no ids)."""
+    ids = answer.body.get("tokens") if answer.ok and isinstance(answer.body, dict) else None
+    if isinstance(ids, list) and all(type(t) is int for t in ids):
+        return ids
+    return []
 
 
 def probe_rerank(client: EngineClient, *, model: str) -> Found:

@@ -4,6 +4,7 @@ of the same engine."""
 
 from __future__ import annotations
 
+import json
 from datetime import date
 from pathlib import Path
 
@@ -15,11 +16,13 @@ from gateway.cli import main
 from gateway.policy.engine import Policy, apply_policy
 from gateway.policy.loading import parse_policy_text
 from gateway.probe.client import EngineClient
+from gateway.probe.context import ProbeError
 from gateway.probe.runner import ProbeResult, planned_requests, probe_engine
+from gateway.probe.vectors import TEXT
 from gateway.probe.verdict import HONOURED, IGNORED
 from gateway.probe.writer import render_policy
 from gateway.routes import EMBEDDINGS, RERANK, guess_route
-from tests.support.probes import comments, outcomes
+from tests.support.probes import comments, outcomes, verdict
 from tests.support.sdk import sync_sdk
 from tests.support.vectors import EMBEDDING_MODEL, RERANK_MODEL, engine, gateway
 
@@ -135,3 +138,64 @@ def test_return_documents_ignored_passes_only_what_the_engine_does(tmp_path: Pat
     refused = apply_policy(policy, RERANK, body | {"return_documents": False}).error
     assert refused is not None and refused.param == "return_documents"
     assert apply_policy(policy, "/rerank", body | {"return_documents": True}).error is None
+
+
+TEXT_VECTOR, OTHER_VECTOR = [0.6, 0.8], [0.8, 0.6]
+TEXT_IDS = [2, 651, 4320]  # with llama.cpp's special token in front, as the text is embedded
+
+
+def llama_cpp_shaped(request: httpx.Request) -> httpx.Response:
+    """An engine with llama.cpp's /tokenize (``content``, ``add_special``), answering
+    vLLM's ``prompt`` with no tokens as llama-server does; the text, or its ids with the
+    special token, embed as the text, anything else as another vector; in a batch, the
+    text's vector is another (as llama-server's with two slots, docs/engines.md)."""
+    body = json.loads(request.content)
+    if request.url.path == "/tokenize":
+        if "content" not in body:
+            return httpx.Response(200, json={"tokens": []})
+        return httpx.Response(200, json={"tokens": TEXT_IDS[0 if body["add_special"] else 1 :]})
+    given = body["input"]
+    members = given if isinstance(given, list) and isinstance(given[0], str) else [given]
+    data = [
+        {"index": i, "embedding": TEXT_VECTOR if m in (TEXT, TEXT_IDS) else OTHER_VECTOR}
+        for i, m in enumerate(members if len(members) == 1 else ["batched"] * len(members))
+    ]
+    return httpx.Response(200, json={"data": data, "usage": {"prompt_tokens": 3}})
+
+
+def test_token_ids_are_judged_by_llama_cpps_tokenize_too() -> None:
+    transport = httpx.MockTransport(llama_cpp_shaped)
+    with EngineClient("http://llama", transport=transport, max_requests=20) as client:
+        result = probe_engine(
+            client, upstream="http://llama", model="m", routes=[EMBEDDINGS], today=DAY
+        )
+    found = verdict(result, EMBEDDINGS, "token_ids")
+    assert found.outcome == HONOURED
+    assert found.summary == "the engine's own ids (its /tokenize) give the text's vector"
+    assert result.requests == planned_requests([EMBEDDINGS])
+
+    # Its ids pass as one input; a batch, which it gets wrong, is refused at its first member.
+    policy = Policy(parse_policy_text(render_policy(result)))
+    body = {"model": "m", "encoding_format": "float"}
+    assert apply_policy(policy, EMBEDDINGS, body | {"input": TEXT_IDS}).error is None
+    assert apply_policy(policy, EMBEDDINGS, body | {"input": TEXT}).error is None
+    refused = apply_policy(policy, EMBEDDINGS, body | {"input": [TEXT, "b"]}).error
+    assert refused is not None and refused.param == "input[0]"
+
+
+def test_a_vector_a_token_is_no_embedding_and_says_so() -> None:
+    """llama-cpp-python's server, with a model whose GGUF names no pooling."""
+
+    def per_token(request: httpx.Request) -> httpx.Response:
+        rows = [[0.1, 0.2], [0.3, 0.4], [0.5, 0.6]]
+        return httpx.Response(200, json={"data": [{"index": 0, "embedding": rows}]})
+
+    transport = httpx.MockTransport(per_token)
+    with (
+        EngineClient("http://lcp", transport=transport, max_requests=20) as client,
+        pytest.raises(ProbeError) as caught,
+    ):
+        probe_engine(client, upstream="http://lcp", model="m", routes=[EMBEDDINGS], today=DAY)
+    assert str(caught.value) == (
+        "no embedding: HTTP 200, data[0].embedding: a list of 3 lists, not one vector"
+    )

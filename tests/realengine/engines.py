@@ -55,7 +55,17 @@ class Engine:
     executable: str
     model: Path
 
-    def argv(self, port: int) -> list[str]:
+    def argv(self, port: int, *, embedding: bool = False) -> list[str]:
+        """The command serving on ``port``: chat, or with ``embedding`` /v1/embeddings (an
+        embedding deployment of its own, as operators run one)."""
+        if self.name == LLAMA_SERVER and embedding:
+            # Gemma's GGUF names no pooling: mean over the tokens gives one vector a text.
+            return [
+                self.executable,
+                *("-m", str(self.model), "--alias", MODEL_NAME, "--embedding"),
+                *("--pooling", "mean", "--host", "127.0.0.1", "--port", str(port)),
+                *("-c", "2048", "-np", "2", "-t", "2"),
+            ]
         if self.name == LLAMA_SERVER:
             # One slot per request of a fan-out (n up to 4 in the tests), 1024 tokens each.
             return [
@@ -68,6 +78,8 @@ class Engine:
             self.executable,
             *("-m", "llama_cpp.server", "--model", str(self.model)),
             *("--model_alias", MODEL_NAME, "--chat_format", "gemma"),
+            # Its server has no pooling setting: with this model it answers a vector a token.
+            *(("--embedding", "True") if embedding else ()),
             *("--n_ctx", "2048", "--n_threads", "2"),
             # By default a new request interrupts the stream in progress: of a fan-out's
             # n streams, all but the last end after their first chunk, with no
@@ -87,18 +99,20 @@ def engine(name: str) -> Engine:
 class Running:
     """An engine process serving on ``url``; ``kill`` and ``start`` it again on that port."""
 
-    def __init__(self, engine: Engine, log_dir: Path) -> None:
+    def __init__(self, engine: Engine, log_dir: Path, *, embedding: bool = False) -> None:
         self.engine = engine
+        self.embedding = embedding
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        self.log = log_dir / f"{engine.name}-{self.port}.log"
+        kind = "-embedding" if embedding else ""
+        self.log = log_dir / f"{engine.name}{kind}-{self.port}.log"
         self.process: subprocess.Popen[bytes] | None = None
         self._copier: threading.Thread | None = None
 
     def start(self) -> None:
         """Start the engine; returns once it says it serves (the model is loaded then)."""
         self.process = subprocess.Popen(
-            self.engine.argv(self.port),
+            self.engine.argv(self.port, embedding=self.embedding),
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -135,9 +149,10 @@ class Running:
 
 
 @contextlib.contextmanager
-def running(engine: Engine, log_dir: Path) -> Iterator[Running]:
-    """``engine`` started on a free loopback port, killed on the way out."""
-    served = Running(engine, log_dir)
+def running(engine: Engine, log_dir: Path, *, embedding: bool = False) -> Iterator[Running]:
+    """``engine`` started on a free loopback port (serving embeddings with ``embedding``),
+    killed on the way out."""
+    served = Running(engine, log_dir, embedding=embedding)
     try:
         served.start()
         yield served

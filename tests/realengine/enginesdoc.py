@@ -5,7 +5,10 @@ verdicts of ``ft-gateway probe``'s report and what the policy it wrote does with
 
 OUT_DIR holds, per engine, ``<engine>.json`` (name, version, model, checksum),
 ``<engine>.report.md`` (the probe's report) and ``<engine>.policy.yaml`` (its policy), as
-tests/realengine/probing.py leaves them. scripts/real-engines runs this after the suite.
+tests/realengine/probing.py leaves them; and, from the probe of the engine serving
+embeddings, ``<engine>.embeddings.report.md`` and ``.policy.yaml``, or where that probe
+wrote none, ``<engine>.embeddings.probe.txt`` (what it said). scripts/real-engines runs
+this after the suite.
 """
 
 from __future__ import annotations
@@ -21,8 +24,10 @@ import yaml
 
 ROUTES = ("/v1/chat/completions", "/v1/completions")
 RESPONSES = "/v1/responses"
+EMBEDDINGS = "/v1/embeddings"
+UNMEASURED = "not measured"
 _ROW = re.compile(
-    r"^\| (?P<field>.+?) \| \*\*(?P<verdict>[a-z]+)\*\* \| [^|]+ \| (?P<evidence>.*) \|$"
+    r"^\| (?P<field>.+?) \| \*\*(?P<verdict>[a-z][a-z ]*)\*\* \| [^|]+ \| (?P<evidence>.*) \|$"
 )
 _BULLET = re.compile(r"^- \*\*(?P<field>[^*]+)\*\*: (?P<verdict>[a-z]+): (?P<evidence>.*)$")
 
@@ -87,6 +92,21 @@ def _describe(rule: dict[str, Any] | None, unknown: str = "reject") -> str:
     return action
 
 
+def _embeddings_input(rule: dict[str, Any] | None, name: str) -> str:
+    """What the rule on embeddings' ``input`` does with a batch (``input``) or with
+    token ids (``token_ids``, a rule inside it)."""
+    if rule is None:
+        return _describe(None)
+    if name == "token_ids":
+        return _describe(rule.get("token_ids", {"action": "pass"}))
+    kinds = rule.get("type", ["string", "array"])
+    if "array" in (kinds if isinstance(kinds, list) else [kinds]):
+        if rule.get("items", {}).get("type") == "integer":
+            return "one input, text or token ids (a batch: 400)"
+        return _describe(rule)
+    return "one string only (a batch: 400)"
+
+
 def _select(rule: dict[str, Any] | None, key: str | None) -> dict[str, Any] | None:
     """The rule a ``select`` gives ``key``: its ``unknown`` rule for one it does not name
     (or for ``key`` None)."""
@@ -103,11 +123,18 @@ def policy_does(policy: dict[str, Any], route: str, name: str) -> str:
     """What the written ``policy`` does on ``route`` with what the probe called ``name``:
     a top-level field, ``(unknown field)``, a role (``system role``), ``(unknown role)``,
     a user content part (``image_url part``) or ``tool message``."""
-    on_route = policy.get("routes", {}).get(route, {})
+    if route not in policy.get("routes", {}):
+        return "route not declared (404)"
+    on_route = policy["routes"][route]
     fields: dict[str, Any] = on_route.get("fields", {})
     unknown = str(on_route.get("unknown_fields", policy.get("unknown_fields", "reject")))
     if name == "(unknown field)":
         return {"reject": "400 `unknown_parameter`", "pass": "passes"}.get(unknown, unknown)
+    if name == "model" and fields.get("model", {}).get("enum"):
+        names = ", ".join(f"`{n}`" for n in fields["model"]["enum"])
+        return f"only {names} (another: 400)"
+    if route == EMBEDDINGS and name in ("input", "token_ids"):
+        return _embeddings_input(fields.get("input"), name)
     messages = fields.get("messages")
     if name == "(unknown role)":
         return _describe(_select(messages, None))
@@ -132,6 +159,8 @@ class Measured:
     model_sha256: str
     report: Report
     policy: dict[str, Any]
+    # Per route the probe measured nothing on, what it said instead.
+    unmeasured: dict[str, str] = field(default_factory=dict)
 
     @property
     def responses_native(self) -> bool:
@@ -146,10 +175,40 @@ def load(out_dir: Path) -> list[Measured]:
         name = about["engine"]
         report = parse_report((out_dir / f"{name}.report.md").read_text())
         policy = yaml.safe_load((out_dir / f"{name}.policy.yaml").read_text())
+        unmeasured = _add_embeddings(out_dir, name, report, policy)
         found.append(
-            Measured(name, about["version"], about["model"], about["model_sha256"], report, policy)
+            Measured(
+                name,
+                about["version"],
+                about["model"],
+                about["model_sha256"],
+                report,
+                policy,
+                unmeasured,
+            )
         )
     return found
+
+
+def _add_embeddings(
+    out_dir: Path, name: str, report: Report, policy: dict[str, Any]
+) -> dict[str, str]:
+    """The embeddings probe's verdicts and rules added to ``report`` and ``policy``; or,
+    where it wrote none, what it said (by route)."""
+    stem = out_dir / f"{name}.embeddings"
+    report_file, policy_file = Path(f"{stem}.report.md"), Path(f"{stem}.policy.yaml")
+    if report_file.exists() and policy_file.exists():
+        rows = parse_report(report_file.read_text()).routes.get(EMBEDDINGS, [])
+        report.routes[EMBEDDINGS] = rows
+        written = yaml.safe_load(policy_file.read_text())
+        routes = policy.setdefault("routes", {})
+        routes[EMBEDDINGS] = written.get("routes", {}).get(EMBEDDINGS, {})
+        return {}
+    said = Path(f"{stem}.probe.txt")
+    if not said.exists():
+        return {}
+    lines = [line for line in said.read_text().splitlines() if line.startswith("ft-gateway")]
+    return {EMBEDDINGS: lines[-1] if lines else "the probe wrote no report"}
 
 
 def _cell(text: str) -> str:
@@ -180,14 +239,25 @@ def render(runs: list[Measured]) -> str:
         "commit the page it writes. Back to the [README](../README.md); all pages:",
         "[docs/](README.md).",
         "",
-        "Not measured here: embeddings, rerank and tokenize, which the gateway has no routes",
-        "for yet. The suite itself (`tests/realengine/`) also checks",
-        "answers whole and streamed, `n`, `seed` replays, client request ids of any shape, and",
-        "an engine killed mid-stream and restarted. The engines run with the flags",
-        "`tests/realengine/engines.py` gives them; llama-cpp-python's server needs",
-        "`--interrupt_requests False` behind the gateway: by default each new request",
-        "interrupts the stream in progress, so of `n` streamed by fan-out all but one end",
-        "after their first chunk.",
+        "`/v1/embeddings` is measured on a second process of each engine serving",
+        "embeddings (`ft-gateway probe --route embeddings`), as an embedding deployment is",
+        "its own: llama-server with `--embedding --pooling mean -np 2` (Gemma's GGUF names no",
+        "pooling), llama-cpp-python's server with `--embedding True`, which has no pooling",
+        "setting: with this model it answers a vector per token (a list of lists, not",
+        "OpenAI's one vector per input), so the probe writes no rules for it. Rerank is not",
+        "measured: no reranker model installs from the package registries. The suite itself",
+        "(`tests/realengine/`) also checks answers whole and streamed, `n`, `seed` replays,",
+        "client request ids of any shape, an engine killed mid-stream and restarted, the",
+        "embeddings SDK calls through the probe's policy (`dimensions`, base64, batches,",
+        "token ids) and `/tokenize`, `/detokenize` through the default policy (llama-server",
+        "serves llama.cpp's shape, `content`; llama-cpp-python's server has only",
+        "`/extras/tokenize`, so the gateway's `/tokenize` answers its 404 as",
+        "`upstream_error`; llama-server answers vLLM's shape, `prompt`, with no tokens and",
+        "a 200, which the default policy passes: in front of it, refuse `prompt` in an",
+        "overlay). The engines run with the flags `tests/realengine/engines.py`",
+        "gives them; llama-cpp-python's server needs `--interrupt_requests False` behind the",
+        "gateway: by default each new request interrupts the stream in progress, so of `n`",
+        "streamed by fan-out all but one end after their first chunk.",
         "",
         "| engine | version | model | model sha256 | `/v1/responses` |",
         "|---|---|---|---|---|",
@@ -200,11 +270,15 @@ def render(runs: list[Measured]) -> str:
         )
     lines.append("")
     differing: list[str] = []
-    for route in (*ROUTES, RESPONSES):
+    for route in (*ROUTES, RESPONSES, EMBEDDINGS):
         names = _fields(runs, route)
         if not names:
             continue
         lines += [f"## {route}", ""]
+        for run in runs:
+            if route in run.unmeasured:
+                said = _cell(run.unmeasured[route])
+                lines += [f"{run.engine}: {UNMEASURED}, the probe said `{said}`.", ""]
         head = "| field |" + "".join(f" {r.engine} | its policy |" for r in runs)
         lines += [head, "|---|" + "---|---|" * len(runs)]
         for name in names:
@@ -238,6 +312,8 @@ def _verdict(run: Measured, route: str, name: str) -> str:
     row = run.report.verdict(route, name)
     if row is not None:
         return row.verdict
+    if route in run.unmeasured:
+        return UNMEASURED
     return "not served" if route == RESPONSES else "not probed"
 
 

@@ -49,17 +49,20 @@ class Probed:
         return "/v1/responses: served natively" in self.output
 
 
-def probe(served: Running, out_dir: Path) -> Probed:
-    """Probe ``served`` on all routes, writing ``<engine>.report.md``, ``.policy.yaml``,
-    ``.probe.txt`` (what it printed) and ``.json`` (the engine, its version, the model)."""
+def probe(served: Running, out_dir: Path, route: str = "all") -> Probed:
+    """Probe ``served`` on ``route`` (``all``: chat, completions, responses), writing
+    ``<engine>.report.md``, ``.policy.yaml``, ``.probe.txt`` (what it printed) and ``.json``
+    (the engine, its version, the model); for another route ``<engine>.<route>.report.md``
+    and so on, beside them."""
     name = served.engine.name
-    policy, report = out_dir / f"{name}.policy.yaml", out_dir / f"{name}.report.md"
+    stem = name if route == "all" else f"{name}.{route}"
+    policy, report = out_dir / f"{stem}.policy.yaml", out_dir / f"{stem}.report.md"
     done = subprocess.run(
         [
             sys.executable,
             *("-m", "gateway", "probe", "--upstream", served.url, "--model", MODEL_NAME),
-            *("--out", str(policy), "--report", str(report), "--timeout", "120"),
-            *("--max-requests", "200"),
+            *("--route", route, "--out", str(policy), "--report", str(report)),
+            *("--timeout", "120", "--max-requests", "200"),
         ],
         capture_output=True,
         text=True,
@@ -67,14 +70,15 @@ def probe(served: Running, out_dir: Path) -> Probed:
         check=False,
     )
     output = done.stdout + done.stderr
-    about = {
-        "engine": name,
-        "version": served.engine.version,
-        "model": os.environ.get("FT_REAL_ENGINES_MODEL_NAME", served.engine.model.name),
-        "model_sha256": os.environ.get("FT_REAL_ENGINES_MODEL_SHA256", ""),
-    }
-    (out_dir / f"{name}.json").write_text(json.dumps(about, indent=2) + "\n")
-    (out_dir / f"{name}.probe.txt").write_text(output)
+    if route == "all":
+        about = {
+            "engine": name,
+            "version": served.engine.version,
+            "model": os.environ.get("FT_REAL_ENGINES_MODEL_NAME", served.engine.model.name),
+            "model_sha256": os.environ.get("FT_REAL_ENGINES_MODEL_SHA256", ""),
+        }
+        (out_dir / f"{name}.json").write_text(json.dumps(about, indent=2) + "\n")
+    (out_dir / f"{stem}.probe.txt").write_text(output)
     return Probed(name, served.engine.version, policy, report, output, done.returncode)
 
 

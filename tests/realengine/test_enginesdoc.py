@@ -18,7 +18,7 @@ from gateway.probe.responses import RESPONSES
 from gateway.probe.route import CHAT, COMPLETIONS
 from gateway.probe.runner import ProbeResult, probe_engine
 from gateway.probe.writer import render_policy
-from tests.realengine.enginesdoc import load, main, parse_report, policy_does, render
+from tests.realengine.enginesdoc import Row, load, main, parse_report, policy_does, render
 from tests.support.probes import DAY
 from tests.support.toyengine import DROP, ToyEngine
 
@@ -121,3 +121,64 @@ def test_one_engine_is_compared_with_nothing(tmp_path: Path) -> None:
 def test_no_reports_is_an_error(tmp_path: Path) -> None:
     assert main([str(tmp_path), str(tmp_path / "engines.md")]) == 1
     assert not (tmp_path / "engines.md").exists()
+
+
+EMBEDDINGS_REPORT = """## /v1/embeddings
+
+| field | verdict | confidence | evidence |
+|---|---|---|---|
+| dimensions | **ignored** | — | 200 without the effect: asked 64 of 640, got a vector of 640 |
+| input | **ignored** | — | 200 without the effect: the first not the text's own vector |
+| token_ids | **honoured** | — | the engine's own ids (its /tokenize) give the text's vector |
+"""
+EMBEDDINGS_POLICY = """version: 1
+routes:
+  /v1/embeddings:
+    fields:
+      model: {action: pass, type: string, enum: [m]}
+      input:
+        {action: pass, type: [string, array], items: {type: integer}, token_ids: {action: pass}}
+      dimensions: {action: reject, type: integer, reason: "This engine ignores it."}
+"""
+
+
+def test_the_embeddings_probe_is_a_table_or_what_it_said(tmp_path: Path) -> None:
+    write_run(tmp_path, "engine-a", "1.0", probed(TOY))
+    write_run(tmp_path, "engine-b", "2.0", probed(TOY))
+    (tmp_path / "engine-a.embeddings.report.md").write_text(EMBEDDINGS_REPORT)
+    (tmp_path / "engine-a.embeddings.policy.yaml").write_text(EMBEDDINGS_POLICY)
+    (tmp_path / "engine-b.embeddings.probe.txt").write_text(
+        "ft-gateway probe: no embedding: HTTP 200\n"
+    )
+    runs = load(tmp_path)
+    assert policy_does(runs[0].policy, "/v1/embeddings", "dimensions") == "400"
+    assert policy_does(runs[0].policy, "/v1/embeddings", "token_ids") == "pass"
+    assert policy_does(runs[0].policy, "/v1/embeddings", "model") == "only `m` (another: 400)"
+    assert policy_does(runs[0].policy, "/v1/embeddings", "input") == (
+        "one input, text or token ids (a batch: 400)"
+    )
+    assert policy_does(runs[1].policy, "/v1/embeddings", "input") == "route not declared (404)"
+    page = render(runs)
+    section = page.split("## /v1/embeddings")[1].split("\n## ")[0]
+    assert "engine-b: not measured, the probe said `ft-gateway probe: no embedding: HTTP 200`" in (
+        section
+    )
+    assert "| dimensions | **ignored** | 400 | **not measured** | route not declared (404) |" in (
+        section
+    )
+    differences = page.split("## Where the engines differ")[1].split("\n## ")[0]
+    assert "- `/v1/embeddings` token_ids: engine-a honoured, engine-b not measured" in differences
+
+
+def test_one_string_only_where_batches_are_refused() -> None:
+    policy = {"routes": {"/v1/embeddings": {"fields": {"input": {"type": "string"}}}}}
+    assert policy_does(policy, "/v1/embeddings", "input") == "one string only (a batch: 400)"
+
+
+def test_a_verdict_of_two_words_is_read() -> None:
+    """seed's "alone only" (reproducible alone, not under load), as llama-server's."""
+    report = parse_report(
+        "## /v1/chat/completions\n\n| field | verdict | confidence | evidence |\n"
+        "|---|---|---|---|\n| seed | **alone only** | 0.984 | reproducible alone only |\n"
+    )
+    assert report.verdict(CHAT, "seed") == Row("seed", "alone only", "reproducible alone only")
