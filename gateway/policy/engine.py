@@ -86,6 +86,8 @@ class Policy:
         self.path = path
         self.loaded_at = datetime.now(UTC)
         self._routes: dict[str, RoutePolicy] = {str(k): v for k, v in source.routes.items()}
+        # (read on every request: a pydantic model's attribute is a slow read)
+        self._models = source.models
         self._cache: dict[tuple[str, str | None, str | None], ObjectRules | None] = {}
         for route in source.routes:
             self.route(route)
@@ -98,7 +100,7 @@ class Policy:
         self, route: str, *, model: str | None = None, profile: str | None = None
     ) -> ObjectRules | None:
         """The compiled rules for ``route`` (None if the policy has no such route)."""
-        if model is not None and model not in self.source.models:
+        if model is not None and model not in self._models:
             model = None
         key = (route, model, profile)
         try:

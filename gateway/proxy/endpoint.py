@@ -65,6 +65,12 @@ class ProxyEndpoint:
         self.state = state
         self.route = route
         self.upstream_path = route.upstream_path  # (a class attribute: read once, here)
+        # Restart-only settings (a reload never changes them), read once, here: each
+        # read of a pydantic model's attribute costs a slow look-up.
+        settings = state.settings
+        self.body_timeout = settings.server.body_timeout
+        self.max_body_bytes = settings.limits.max_body_bytes
+        self.limits = settings.limits
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         state = self.state
@@ -218,7 +224,7 @@ class ProxyEndpoint:
             record.upstream_status = response.status
             record.upstream_replica = getattr(response, "replica", record.upstream_replica)
             try:
-                await reply(call, self.route, response, state.settings.limits)
+                await reply(call, self.route, response, self.limits)
                 if fanned is not None:
                     record.usage = fanned.usage  # every engine request's, the prompt n times
             finally:
@@ -236,13 +242,12 @@ class ProxyEndpoint:
             await _end_for_shutdown(call)
 
     async def _read_body(self, receive: Receive, call: Call) -> bytes | None:
-        settings = self.state.settings
         cutoff = Cutoff(call.task)
         timer = asyncio.get_running_loop().call_later(
-            settings.server.body_timeout, cutoff.cut, "body time-out"
+            self.body_timeout, cutoff.cut, "body time-out"
         )
         try:
-            raw = await read_body(receive, call.headers, settings.limits.max_body_bytes, call.named)
+            raw = await read_body(receive, call.headers, self.max_body_bytes, call.named)
             if await cutoff.settle() is None:
                 return raw
         except asyncio.CancelledError:
