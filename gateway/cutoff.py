@@ -56,6 +56,12 @@ class Cutoff:
             self._task.uncancel()
         return reason
 
+    def settled(self) -> bool:
+        """Disarm; True if no cut came (then ``settle`` has nothing to wait for, and the
+        caller saves its await: most requests)."""
+        self._armed = False
+        return self.reason is None
+
     async def settle(self) -> str | None:
         """At the end of the work: disarm, and take a cut that came after the last
         suspension point (still pending in the task) here rather than in an await of

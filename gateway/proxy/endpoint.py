@@ -230,7 +230,7 @@ class ProxyEndpoint:
             finally:
                 cutoff.disarm()
                 await response.aclose()
-            reason = await cutoff.settle()
+            reason = None if cutoff.settled() else await cutoff.settle()
         except asyncio.CancelledError:
             reason = cutoff.caught()
             if reason is None:
@@ -248,7 +248,7 @@ class ProxyEndpoint:
         )
         try:
             raw = await read_body(receive, call.headers, self.max_body_bytes, call.named)
-            if await cutoff.settle() is None:
+            if cutoff.settled() or await cutoff.settle() is None:
                 return raw
         except asyncio.CancelledError:
             if cutoff.caught() is None:

@@ -128,6 +128,11 @@ class EventReader:
         events = block.split(b"\n\n")
         if events.pop():  # what follows the final blank line must be nothing
             return None
+        done = events[-1] == b"data: [DONE]" if events else False
+        if done:
+            # The stream's end, looked for before parsing: a parse of it would fail
+            # and make an exception (its message worked out in Python) per stream.
+            events.pop()
         values: list[Any] = []
         append = values.append
         for event in events:
@@ -146,6 +151,10 @@ class EventReader:
                 self._pending = b""
                 return block[: _length(events, len(values) + 1)], values, None
             return block[: _length(events, len(values))], values, parse_data(payload)  # type: ignore[return-value]
+        if done:
+            self.done = True
+            self._pending = b""
+            return block, values, None
         return block, values, tail_error
 
     def _checked_lines(self, block: bytes, tail_error: GatewayError | None) -> _Read:

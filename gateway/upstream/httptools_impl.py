@@ -416,12 +416,22 @@ class HttptoolsUpstream:
             self._starts[(method, path)] = start
         return start
 
-    async def _acquire(self, deadline: float, method: str, path: str) -> _Connection:
+    def _take_idle(self) -> _Connection | None:
+        """A kept-alive connection to send on, if one is idle (most requests: then no
+        coroutine is made for the wait)."""
         idle = self._idle
         if idle:
             expired = self.loop.time() - _KEEPALIVE_EXPIRY
             while idle and idle[0].idle_since < expired:
                 idle.popleft().close()
+            while idle:
+                connection = idle.pop()
+                if not connection.closed:
+                    self._busy += 1
+                    return connection
+        return None
+
+    async def _acquire(self, deadline: float, method: str, path: str) -> _Connection:
         while True:
             while self._idle:
                 connection = self._idle.pop()
@@ -496,7 +506,7 @@ class HttptoolsUpstream:
         for name, value in headers:
             head += (name, b": ", value, b"\r\n")
         head.append(b"\r\n")
-        connection = await self._acquire(deadline, method, path)
+        connection = self._take_idle() or await self._acquire(deadline, method, path)
         exchange = connection.send(b"".join(head), body)
         try:
             while not exchange.head_done:
