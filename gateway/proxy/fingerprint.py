@@ -39,13 +39,20 @@ def stamp_answer(data: bytes, value: bytes, answer: dict[str, Any] | None = None
     return data[: start + 1] + b'"system_fingerprint":"' + value + b'",' + data[start + 1 :]
 
 
-def stamp_events(events: bytes, value: bytes) -> bytes:
+def stamp_events(events: bytes, value: bytes, chunks: int | None = None) -> bytes:
     """Whole SSE events (``data: {...}`` chunks) with ``system_fingerprint`` in each
-    chunk that lacks it; error events and ``[DONE]`` are left as they are."""
+    chunk that lacks it; error events and ``[DONE]`` are left as they are. ``chunks``:
+    how many chunk events ``events`` holds (an error event and ``[DONE]`` not counted),
+    where the caller knows it (the stream's reader parsed them): fewer scans."""
     if _KEY in events:
         return _stamp_each(events, value)
     plain = events.count(_PLAIN_START)
-    if _ERROR_EVENT not in events and plain == events.count(b"data:") - events.count(_DONE):
+    if (
+        plain == chunks
+        if chunks is not None
+        else _ERROR_EVENT not in events
+        and plain == events.count(b"data:") - events.count(_DONE)
+    ):
         # The common case, as engines write events: one C-level replace, no parse.
         return events.replace(_PLAIN_START, b'data: {"system_fingerprint":"' + value + b'","')
     return _EVENT.sub(lambda m: m.group(0) + _member(value), events)

@@ -56,7 +56,9 @@ class ChatStream:
         self.ended = done
         out = self.meter.feed(raw)
         if out and self.fingerprint is not None:
-            out = stamp_events(out, self.fingerprint)
+            # ``chunks`` counts the events of ``raw``, so of ``out`` when the meter kept
+            # them all (else stamp_events counts them itself).
+            out = stamp_events(out, self.fingerprint, len(chunks) if out is raw else None)
         return out
 
     async def finish(self) -> tuple[bytes, GatewayError | None]:

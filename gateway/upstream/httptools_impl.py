@@ -199,7 +199,8 @@ class _Connection(asyncio.Protocol):
         if exchange.buffered > _HIGH_WATER and not self.paused and self.transport is not None:
             self.paused = True
             self.transport.pause_reading()
-        exchange.wake()
+        if exchange.waiter is not None:  # (once per read: the rest of a read's chunks wait)
+            exchange.wake()
 
     def on_message_complete(self) -> None:
         exchange = self.exchange

@@ -82,6 +82,13 @@ def test_each_stream_chunk_gets_one_unless_the_engine_sent_its_own(
     events: bytes, expected: list[Any]
 ) -> None:
     assert _fingerprints(stamp_events(events, FP)) == expected
+    # The relay passes how many chunk events the reader parsed: the same answer.
+    chunks = sum(
+        1
+        for line in events.split(b"\n")
+        if line.startswith(b"data:") and b'"error"' not in line and b"[DONE]" not in line
+    )
+    assert stamp_events(events, FP, chunks) == stamp_events(events, FP)
 
 
 class _Counting:
