@@ -50,8 +50,7 @@ def stamp_events(events: bytes, value: bytes, chunks: int | None = None) -> byte
     if (
         plain == chunks
         if chunks is not None
-        else _ERROR_EVENT not in events
-        and plain == events.count(b"data:") - events.count(_DONE)
+        else _ERROR_EVENT not in events and plain == events.count(b"data:") - events.count(_DONE)
     ):
         # The common case, as engines write events: one C-level replace, no parse.
         return events.replace(_PLAIN_START, b'data: {"system_fingerprint":"' + value + b'","')
