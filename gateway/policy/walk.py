@@ -364,10 +364,7 @@ def _members_pass(members: Members, value: list[Any]) -> bool:
             # dispatches to a Shape. A member that is not an object has no ``get``
             # (AttributeError), a key value that is not a string is not in ``shapes``
             # (or not hashable: TypeError): then the full walk names what is wrong.
-            chosen = member.get(key)
-            if chosen is None and absent is not None and key not in member:
-                chosen = absent
-            shape = shapes.get(chosen)
+            shape = shapes.get(member.get(key, absent))
             if isinstance(shape, Shape):
                 signature = (*member, *map(type, member.values()))
                 if signature not in shape.seen and not _member_passes(
@@ -383,9 +380,7 @@ def _members_pass(members: Members, value: list[Any]) -> bool:
 
 def _member_pass(dispatch: Dispatch, member: dict[str, Any]) -> bool:
     key = dispatch.key
-    chosen = member.get(key)
-    if chosen is None and dispatch.absent is not None and key not in member:
-        chosen = dispatch.absent
+    chosen = member.get(key, dispatch.absent)  # (a key present but null: None)
     if type(chosen) is not str:
         return False
     shape = dispatch.shapes.get(chosen)
