@@ -34,6 +34,7 @@ from gateway.errors import (
 from gateway.limits.limiter import Ticket, reservation
 from gateway.proxy.call import Call
 from gateway.proxy.fanout import fan_out
+from gateway.proxy.firstmessage import take_first
 from gateway.proxy.headers import DROP_UPSTREAM, filter_headers, with_request_id
 from gateway.proxy.openai import error_end
 from gateway.proxy.reply import reply
@@ -242,12 +243,21 @@ class ProxyEndpoint:
             await _end_for_shutdown(call)
 
     async def _read_body(self, receive: Receive, call: Call) -> bytes | None:
+        message, rest = take_first(receive)
+        if message is not None and not message.get("more_body", False):
+            # The whole body came with the head (most requests): it is read at once,
+            # with no time-out to arm (firstmessage.py says why that is worth it).
+            return await read_body(
+                receive, call.headers, self.max_body_bytes, call.named, first=message
+            )
         cutoff = Cutoff(call.task)
         timer = asyncio.get_running_loop().call_later(
             self.body_timeout, cutoff.cut, "body time-out"
         )
         try:
-            raw = await read_body(receive, call.headers, self.max_body_bytes, call.named)
+            raw = await read_body(
+                receive, call.headers, self.max_body_bytes, call.named, message, rest
+            )
             if cutoff.settled() or await cutoff.settle() is None:
                 return raw
         except asyncio.CancelledError:

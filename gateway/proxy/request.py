@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from typing import Any
 
 import orjson
 
-from gateway._types import Headers, Receive
+from gateway._types import Headers, Message, Receive
 from gateway.errors import BodyTooLarge, InvalidRequest, UnsupportedMediaType
 from gateway.policy.engine import Decision
 from gateway.proxy.duplicatekeys import check_duplicate_keys
@@ -15,11 +16,17 @@ _JSON = b"application/json"
 
 
 async def read_body(
-    receive: Receive, headers: Headers, limit: int, named: dict[bytes, bytes] | None = None
+    receive: Receive,
+    headers: Headers,
+    limit: int,
+    named: dict[bytes, bytes] | None = None,
+    first: Message | None = None,
+    rest: Awaitable[Message] | None = None,
 ) -> bytes | None:
     """The whole request body; None if the client left while sending it. ``named``:
     the headers by name where no name repeats (Call.named): a look-up in it gives
-    what a scan of the list would."""
+    what a scan of the list would. ``first``: the first message, where the caller took
+    it already, or ``rest``: what is left to await for it (firstmessage.py)."""
     if named is not None:
         length = named.get(b"content-length")
         framing = 0 if length is None else 2
@@ -50,7 +57,12 @@ async def read_body(
     parts: list[bytes] = []
     size = 0
     while True:
-        message = await receive()
+        if first is not None:
+            message, first = first, None
+        elif rest is not None:
+            message, rest = await rest, None
+        else:
+            message = await receive()
         if message["type"] == "http.disconnect":
             return None
         chunk = message.get("body", b"")
