@@ -40,6 +40,7 @@ from gateway.proxy.openai import error_end
 from gateway.proxy.reply import reply
 from gateway.proxy.request import parse_request, read_body
 from gateway.proxy.route import Prepared, Route
+from gateway.proxy.watch import Watch
 from gateway.state import GatewayState
 
 logger = logging.getLogger("gateway")
@@ -48,15 +49,11 @@ logger = logging.getLogger("gateway")
 FAILOVER_ON = (UpstreamUnavailable, UpstreamUnreachable, Overloaded)
 
 
-async def _watch_disconnect(receive: Receive, cutoff: Cutoff, call: Call) -> None:
-    while True:
-        message = await receive()
-        if message["type"] == "http.disconnect":
-            # Servers also say "disconnect" once the response is complete.
-            if cutoff.armed and not call.responder.complete:
-                call.record.client_disconnected = True
-                cutoff.cut("client left")
-            return
+def _client_left(cutoff: Cutoff, call: Call) -> None:
+    # Servers also say "disconnect" once the response is complete.
+    if cutoff.armed and not call.responder.complete:
+        call.record.client_disconnected = True
+        cutoff.cut("client left")
 
 
 class ProxyEndpoint:
@@ -192,7 +189,7 @@ class ProxyEndpoint:
         engine = state.engines.default if target is None else target.engine
         headers = self._upstream_headers(call, engine.auth)
         cutoff = call.cutoff = Cutoff(call.task)
-        watcher = asyncio.get_running_loop().create_task(_watch_disconnect(receive, cutoff, call))
+        watcher = Watch(receive, _client_left, cutoff, call)
         state.drain.register(cutoff)
         try:
             record.upstream_started = time.perf_counter()
@@ -237,7 +234,7 @@ class ProxyEndpoint:
             if reason is None:
                 raise
         finally:
-            watcher.cancel()
+            watcher.close()
             state.drain.unregister(cutoff)
         if reason == "shutdown":
             await _end_for_shutdown(call)
