@@ -103,11 +103,12 @@ def request_record(exchange: Exchange, now: float, ts: str | None = None) -> dic
         "fields": touched,
         "error": exchange.error_code,
         "upstream_status": exchange.upstream_status,
-        # Milliseconds, rounded to the microsecond (written out: three calls a request).
-        "latency_ms": round((now - exchange.started) * 1000, 3),
-        "upstream_ms": round((now - started) * 1000, 3) if started is not None else None,
+        # Milliseconds, rounded to the microsecond: a float rounded to an integer of
+        # microseconds, then divided (round(x, 3) is twice as dear: it rounds in decimal).
+        "latency_ms": round((now - exchange.started) * 1e6) / 1000,
+        "upstream_ms": round((now - started) * 1e6) / 1000 if started is not None else None,
         "ttfb_ms": (
-            round((first - started) * 1000, 3)
+            round((first - started) * 1e6) / 1000
             if started is not None and first is not None
             else None
         ),
