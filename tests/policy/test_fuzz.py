@@ -21,12 +21,13 @@ from tests.support.fuzzing import (
     request_bodies,
 )
 
+# A route, and a body: a plausible request, or any object at all.
+ROUTE = st.sampled_from(ROUTES)
+BODY = st.one_of(request_bodies(), st.dictionaries(st.text(max_size=8), json_values))
+
 
 @fuzz_settings(400)
-@given(
-    route=st.sampled_from(ROUTES),
-    body=st.one_of(request_bodies(), st.dictionaries(st.text(max_size=8), json_values)),
-)
+@given(route=ROUTE, body=BODY)
 def test_policy_decides_every_body(route: str, body: dict[str, Any]) -> None:
     decision = apply_policy(POLICY, route, body)
     if decision.error is not None:
@@ -48,12 +49,9 @@ def test_policy_decides_every_body(route: str, body: dict[str, Any]) -> None:
 
 
 @fuzz_settings(400)
-@given(
-    route=st.sampled_from(ROUTES),
-    body=st.one_of(request_bodies(), st.dictionaries(st.text(max_size=8), json_values)),
-)
+@given(route=ROUTE, body=BODY)
 def test_the_fast_walk_decides_as_the_full_one(route: str, body: dict[str, Any]) -> None:
-    # The fast path (walk.py:_passes) answers most requests alone; the traced walk
+    # The fast path (walk.py:passes) answers most requests alone; the traced walk
     # never takes it. Both must forward the same body, refuse with the same error,
     # and record the same actions (tracing adds only "passed"/"unknown"/"kept").
     fast = apply_policy(POLICY, route, body)
