@@ -277,7 +277,9 @@ def render(runs: list[Measured]) -> str:
         lines += [f"## {route}", ""]
         for run in runs:
             if route in run.unmeasured:
-                said = _cell(run.unmeasured[route])
+                # The probe's message without its program name (a code span that
+                # starts with it reads as a command line to the docs' checks).
+                said = _cell(run.unmeasured[route].removeprefix("ft-gateway probe: "))
                 lines += [f"{run.engine}: {UNMEASURED}, the probe said `{said}`.", ""]
         head = "| field |" + "".join(f" {r.engine} | its policy |" for r in runs)
         lines += [head, "|---|" + "---|---|" * len(runs)]

@@ -160,9 +160,7 @@ def test_the_embeddings_probe_is_a_table_or_what_it_said(tmp_path: Path) -> None
     assert policy_does(runs[1].policy, "/v1/embeddings", "input") == "route not declared (404)"
     page = render(runs)
     section = page.split("## /v1/embeddings")[1].split("\n## ")[0]
-    assert "engine-b: not measured, the probe said `ft-gateway probe: no embedding: HTTP 200`" in (
-        section
-    )
+    assert "engine-b: not measured, the probe said `no embedding: HTTP 200`" in (section)
     assert "| dimensions | **ignored** | 400 | **not measured** | route not declared (404) |" in (
         section
     )
