@@ -17,6 +17,7 @@ from typing import Any
 
 from gateway.errors import InvalidRequest
 from gateway.policy.compiled import ObjectRules, compile_rules
+from gateway.policy.fastwalk import passes
 from gateway.policy.file import Enforcement, PolicyFile, RoutePolicy, merge_rule
 from gateway.policy.walk import (
     DEFAULTED,
@@ -33,7 +34,6 @@ from gateway.policy.walk import (
     Outcome,
     Report,
     Walk,
-    passes,
     walk_object,
 )
 

@@ -50,7 +50,10 @@ class Call:
 
     def __init__(self, route: str | None, scope: Scope, send: Send) -> None:
         self.headers: Headers = scope["headers"]  # the client's request headers
-        self.task = asyncio.current_task()  # the request's (its cutoffs cancel it)
+        try:
+            self.task = asyncio.current_task()  # the request's (its cutoffs cancel it)
+        except RuntimeError:  # made outside a running loop (a bench's lookup, a test)
+            self.task = None
         # The headers by name where no name repeats (most requests), else None: then a
         # look-up in it gives what a scan of the list would, and the dict is made in C
         # (request_ids, read_body and parse_request each save a loop in Python).

@@ -30,6 +30,7 @@ from gateway._types import Headers
 from gateway.errors import UpstreamError, UpstreamProtocolError, UpstreamTimeout
 from gateway.routing.hint import NO_HINT, Hint
 from gateway.settings import Settings
+from gateway.upstream.answerstate import AnswerState
 from gateway.upstream.base import (
     LATE,
     NO_ANSWER,
@@ -41,75 +42,13 @@ from gateway.upstream.base import (
     too_large,
     unreachable,
 )
+from gateway.upstream.decoder import Decoder
 
 _HIGH_WATER = 256 * 1024
 _LOW_WATER = 64 * 1024
 # Idle pooled connections are closed after this many seconds (httpx's default),
 # checked whenever the pool is used.
 _KEEPALIVE_EXPIRY = 5.0
-
-
-class _Decoder:
-    """Undoes a gzip or deflate Content-Encoding (engines rarely send one: the proxy
-    asks for identity; decoding it keeps the answer usable, as the other clients do)."""
-
-    def __init__(self, encoding: bytes) -> None:
-        # 47: a gzip or zlib header, detected; deflate without one is tried on failure.
-        self._raw = encoding == b"deflate"
-        self._z = zlib.decompressobj(47)
-
-    def flush(self) -> bytes:
-        return self._z.flush()
-
-    def decode(self, data: bytes) -> bytes:
-        try:
-            return self._z.decompress(data)
-        except zlib.error:
-            if not self._raw:
-                raise
-            self._raw = False
-            self._z = zlib.decompressobj(-15)
-            return self._z.decompress(data)
-
-
-class _Exchange:
-    """One request on a connection: head, body buffer, end, failure."""
-
-    __slots__ = (
-        "status",
-        "headers",
-        "buffer",
-        "buffered",
-        "head_done",
-        "ended",
-        "failure",
-        "waiter",
-        "until_close",
-        "keep_alive",
-        "encoded",
-    )
-
-    def __init__(self) -> None:
-        self.status = 0
-        self.headers: Headers = []
-        # A list, not a deque: a deque costs 760 bytes empty, and this holds what
-        # arrived since the reader last looked (taken all at once).
-        self.buffer: list[bytes] = []
-        self.buffered = 0
-        self.head_done = False
-        self.ended = False
-        self.failure: UpstreamError | None = None
-        self.waiter: asyncio.Future[None] | None = None
-        self.until_close = False
-        self.keep_alive = False
-        self.encoded = False  # the answer has a Content-Encoding header
-
-    def wake(self) -> None:
-        waiter = self.waiter
-        if waiter is not None:
-            self.waiter = None
-            if not waiter.done():
-                waiter.set_result(None)
 
 
 class _Connection(asyncio.Protocol):
@@ -132,7 +71,7 @@ class _Connection(asyncio.Protocol):
         self.closed = False
         self.paused = False
         self.idle_since = 0.0
-        self.exchange: _Exchange | None = None
+        self.exchange: AnswerState | None = None
         self._headers: Headers = []  # the headers of the exchange under way
         self._parser = httptools.HttpResponseParser(self)
 
@@ -210,16 +149,16 @@ class _Connection(asyncio.Protocol):
 
     # used by the pool and the response
 
-    def send(self, head: bytes, body: bytes) -> _Exchange:
+    def send(self, head: bytes, body: bytes) -> AnswerState:
         assert self.transport is not None
-        self.exchange = exchange = _Exchange()
+        self.exchange = exchange = AnswerState()
         self._headers = exchange.headers
         self.transport.write(head + body if len(body) < 65536 else head)
         if len(body) >= 65536:
             self.transport.write(body)
         return exchange
 
-    def drained(self, exchange: _Exchange) -> None:
+    def drained(self, exchange: AnswerState) -> None:
         if self.paused and exchange.buffered < _LOW_WATER and self.transport is not None:
             self.paused = False
             self.transport.resume_reading()
@@ -253,7 +192,7 @@ class _Response:
         self,
         pool: HttptoolsUpstream,
         connection: _Connection,
-        exchange: _Exchange,
+        exchange: AnswerState,
         *,
         deadline: float,
     ) -> None:
@@ -263,7 +202,7 @@ class _Response:
         self._deadline = deadline
         self._released = False
         self.status = exchange.status
-        self._decoder: _Decoder | None = None
+        self._decoder: Decoder | None = None
         if not exchange.encoded:
             self.headers: Headers = exchange.headers  # (the exchange's own: it is not reused)
             return
@@ -272,7 +211,7 @@ class _Response:
             if name == b"content-encoding":
                 encoding = value.strip().lower()
                 if encoding in (b"gzip", b"x-gzip", b"deflate"):
-                    self._decoder = _Decoder(encoding)
+                    self._decoder = Decoder(encoding)
                 elif encoding != b"identity":
                     raise UpstreamProtocolError(
                         "The engine's answer has a Content-Encoding the gateway cannot read."
@@ -383,7 +322,7 @@ class HttptoolsUpstream:
 
     async def wait(
         self,
-        exchange: _Exchange,
+        exchange: AnswerState,
         idle_at: float,
         deadline: float | None,
         *,
