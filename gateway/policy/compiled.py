@@ -75,7 +75,7 @@ class Rule:
         # The value types this rule forwards as they are with no further work: a
         # pass rule's bare type check, not null when required, nothing inside.
         fast: frozenset[type] = frozenset()
-        # What the fast walk (walk.py:_passes) may look inside without the full walk:
+        # What the fast walk (fastwalk.py:passes) may look inside without the full walk:
         # an array of objects chosen by a select whose own check is its length at most
         # (``members``), an object under ``fields`` (``inner``).
         self.members: Members | None = None
@@ -248,7 +248,7 @@ class ObjectRules:
         self.plain = not self.defaults
         # Whether a key that ``unknown`` refuses is only reported.
         self.report = report
-        # By signature, what the fast walk checks beyond types (walk.py:passes).
+        # By signature, what the fast walk checks beyond types (fastwalk.py:passes).
         self.plans: dict[tuple[Any, ...], Plan] = {}
 
 

@@ -51,7 +51,7 @@ def test_policy_decides_every_body(route: str, body: dict[str, Any]) -> None:
 @fuzz_settings(400)
 @given(route=ROUTE, body=BODY)
 def test_the_fast_walk_decides_as_the_full_one(route: str, body: dict[str, Any]) -> None:
-    # The fast path (walk.py:passes) answers most requests alone; the traced walk
+    # The fast path (fastwalk.py:passes) answers most requests alone; the traced walk
     # never takes it. Both must forward the same body, refuse with the same error,
     # and record the same actions (tracing adds only "passed"/"unknown"/"kept").
     fast = apply_policy(POLICY, route, body)
