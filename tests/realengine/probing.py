@@ -87,3 +87,14 @@ def serve_gateway(upstream: str, policy: Path, **overrides: Any) -> ServerThread
     ``overrides`` as settings paths with ``__``: ``upstream__responses="native"``."""
     flags = {tuple(k.split("__")): v for k, v in overrides.items()}
     return ServerThread(create_app(gateway_settings(upstream, policy=policy, overrides=flags)))
+
+
+def assert_check_passes(policy: Path) -> None:
+    """``ft-gateway check`` accepts the policy the probe wrote."""
+    done = subprocess.run(
+        [sys.executable, "-m", "gateway", "check", str(policy)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr

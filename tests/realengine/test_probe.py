@@ -3,12 +3,9 @@ it writes passes ``ft-gateway check`` as it is."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 
-from tests.realengine.probing import Probed
+from tests.realengine.probing import Probed, assert_check_passes
 
 pytestmark = pytest.mark.realengine
 
@@ -22,10 +19,4 @@ def test_the_probe_measures_each_route(probed: Probed) -> None:
 
 
 def test_the_written_policy_passes_check(probed: Probed) -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "gateway", "check", str(probed.policy)],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert_check_passes(probed.policy)

@@ -9,8 +9,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import struct
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -28,7 +26,7 @@ from tests.realengine.engines import (
     engine,
     running,
 )
-from tests.realengine.probing import Probed, probe, serve_gateway
+from tests.realengine.probing import Probed, assert_check_passes, probe, serve_gateway
 from tests.support.paths import POLICY
 from tests.support.sdk import sync_sdk
 
@@ -116,13 +114,7 @@ def test_the_probe_measures_embeddings_or_says_why_not(embedders: Embedders, nam
     if all(isinstance(x, int | float) for x in answer):
         assert probed.returncode == 0, probed.output
         assert "## /v1/embeddings" in probed.report.read_text()
-        done = subprocess.run(
-            [sys.executable, "-m", "gateway", "check", str(probed.policy)],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        assert done.returncode == 0, done.stdout + done.stderr
+        assert_check_passes(probed.policy)
     else:
         # A vector per token (a list of lists): not OpenAI's one vector per input.
         assert all(isinstance(row, list) for row in answer)
