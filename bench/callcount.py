@@ -12,7 +12,8 @@ process, with the shipped ``config.yaml``. Hooks count, per request:
 - ``python``: all Python function calls; ``builtin``: calls of built-in functions;
 - ``opcodes``: bytecodes executed, which also sees the work inside loops.
 
-The engine sends each answer in one write, so the counts do not depend on how the kernel
+The engine sends each answer in one write, under one loopback segment (the embeddings
+kind asks for 64-wide vectors: about 20 KB), so the counts do not depend on how the kernel
 splits it, and each figure is the least over ``--number`` requests, so a timer that fires
 during one request does not move it: the same tree gives the same figures every run.
 

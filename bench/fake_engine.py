@@ -7,9 +7,10 @@ wrk and every proxy under test reuse connections.
 
 Routes: ``POST /v1/chat/completions`` (streams when the body holds
 ``"stream": true``; found by a byte search, not by parsing JSON),
-``POST /v1/embeddings`` (16 vectors of 1,536 floats, whatever was asked) and
-``GET /v1/models``. Streams wait ``chunk_delay_ms`` between chunks: the
-``--chunk-delay-ms`` flag, or per request the ``x-fake-chunk-delay-ms`` header.
+``POST /v1/embeddings`` (16 vectors of 1,536 floats, whatever was asked, or as
+wide as the ``x-fake-embeddings-width`` header says) and ``GET /v1/models``.
+Streams wait ``chunk_delay_ms`` between chunks: the ``--chunk-delay-ms`` flag, or per
+request the ``x-fake-chunk-delay-ms`` header.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ import orjson
 CHUNKS = 64
 MODEL = "fake-model"
 DELAY_HEADER = b"x-fake-chunk-delay-ms"
+WIDTH_HEADER = b"x-fake-embeddings-width"
 
 _STREAM_TRUE = re.compile(rb'"stream"\s*:\s*true')
 _WORDS = ["Hello", " from", " the", " fake", " engine", "."]
@@ -74,13 +76,13 @@ EMBEDDINGS = 16
 WIDTH = 1536
 
 
-def embeddings_body() -> dict[str, Any]:
-    """The embeddings answer every request gets: ``EMBEDDINGS`` float vectors of ``WIDTH``."""
+def embeddings_body(width: int = WIDTH) -> dict[str, Any]:
+    """The embeddings answer: ``EMBEDDINGS`` float vectors of ``width``."""
     data = [
         {
             "object": "embedding",
             "index": i,
-            "embedding": [((i * 7919 + j * 104729) % 20011) / 20011 - 0.5 for j in range(WIDTH)],
+            "embedding": [((i * 7919 + j * 104729) % 20011) / 20011 - 0.5 for j in range(width)],
         }
         for i in range(EMBEDDINGS)
     ]
@@ -111,6 +113,12 @@ def stream_events() -> list[bytes]:
         events.append(b"data: " + orjson.dumps(chunk) + b"\n\n")
     events.append(b"data: [DONE]\n\n")
     return events
+
+
+@functools.lru_cache(maxsize=8)
+def _narrow_embeddings(width: int) -> bytes:
+    """The embeddings answer with vectors of ``width`` (built once per width)."""
+    return _json_response("200 OK", embeddings_body(width))
 
 
 class _Wire:
@@ -147,6 +155,7 @@ class _Connection(asyncio.Protocol):
         self._url = b""
         self._body: list[bytes] = []
         self._delay: float | None = None
+        self._width: int | None = None
         self._queue: collections.deque[tuple[bytes | None, float, bool]] = collections.deque()
         self._streaming = False
         self._timer: asyncio.TimerHandle | None = None
@@ -173,6 +182,7 @@ class _Connection(asyncio.Protocol):
         self._url = b""
         self._body = []
         self._delay = None
+        self._width = None
 
     def on_url(self, url: bytes) -> None:
         self._url += url
@@ -180,6 +190,8 @@ class _Connection(asyncio.Protocol):
     def on_header(self, name: bytes, value: bytes) -> None:
         if len(name) == len(DELAY_HEADER) and name.lower() == DELAY_HEADER:
             self._delay = float(value) / 1000.0
+        elif len(name) == len(WIDTH_HEADER) and name.lower() == WIDTH_HEADER:
+            self._width = int(value)
 
     def on_body(self, body: bytes) -> None:
         self._body.append(body)
@@ -193,7 +205,8 @@ class _Connection(asyncio.Protocol):
             body = b"".join(self._body)
             response = None if _STREAM_TRUE.search(body) else self._wire.completion
         elif method == b"POST" and url.startswith(b"/v1/embeddings"):
-            response = self._wire.embeddings
+            width = self._width
+            response = self._wire.embeddings if width is None else _narrow_embeddings(width)
         elif method == b"GET" and url.startswith(b"/v1/models"):
             response = self._wire.models
         else:

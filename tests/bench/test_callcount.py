@@ -21,10 +21,10 @@ def test_no_request_kind_does_more_work_than_recorded(
     figure: Callable[[str, str], None],
 ) -> None:
     recorded = json.loads(FIGURES.read_text())
-    # The least over 20 requests: an answer larger than one read (the embeddings kind's)
-    # is read in more steps when the engine's write reaches the gateway in parts, which a
-    # loaded machine makes more likely; over 5 requests, none came whole once (a failure
-    # beside a fresh clone's install, 2026-12-01).
+    # The least over 20 requests. Every answer fits one loopback segment (the embeddings
+    # kind asks for narrow vectors): a 490 KB one was read in a varying number of steps on
+    # a loaded machine, and over 5 requests none came whole once (a failure beside a fresh
+    # clone's install, 2026-12-01).
     current = measure(ROOT, number=20)
     for kind, counts in current["counts"].items():
         figure(f"callcount {kind}", ", ".join(f"{k} {counts[k]}" for k in FIGURE_NAMES))

@@ -8,7 +8,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from bench.fake_engine import CHUNKS, start_engine
+from bench.fake_engine import CHUNKS, EMBEDDINGS, WIDTH, start_engine
 
 pytestmark = pytest.mark.anyio
 
@@ -117,6 +117,21 @@ async def test_two_requests_share_one_connection(engine: tuple[str, int]) -> Non
     assert [status for status, _, _ in answers] == [200, 200, 200]
     assert json.loads(answers[1][2])["data"][0]["id"] == "fake-model"
     assert json.loads(answers[2][2])["object"] == "chat.completion"
+
+
+async def test_embeddings_are_full_width_unless_a_header_narrows_them(
+    engine: tuple[str, int],
+) -> None:
+    body = b'{"model":"m","input":"hi"}'
+    answers = await _exchange(
+        engine,
+        _request("POST", "/v1/embeddings", body),
+        _request("POST", "/v1/embeddings", body, extra="x-fake-embeddings-width: 64\r\n"),
+        _request("POST", "/v1/embeddings", body),  # the width is the request's alone
+    )
+    widths = [[len(d["embedding"]) for d in json.loads(a)["data"]] for _, _, a in answers]
+    assert widths == [[WIDTH] * EMBEDDINGS, [64] * EMBEDDINGS, [WIDTH] * EMBEDDINGS]
+    assert len(answers[1][2]) < 64 * 1024  # one loopback segment (bench/callcount.py)
 
 
 async def test_unknown_path_is_404(engine: tuple[str, int]) -> None:
