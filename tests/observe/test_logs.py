@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from gateway.app.factory import create_app
 from gateway.observe.exchange import Exchange
-from gateway.observe.logs import AccessLog, JsonFormatter, TextFormatter, logging_config
+from gateway.observe.logs import AccessLog, JsonFormatter, TextFormatter, _timestamp, logging_config
 from gateway.policy.engine import Outcome
 from tests.support.bodies import CHAT, MODEL, chat
 from tests.support.gateways import asgi_client, gateway_settings
@@ -214,3 +214,18 @@ async def test_a_relayed_engine_error_is_the_error_in_record_log_and_span(
         s for s in exporter.get_finished_spans() if s.attributes and "http.route" in s.attributes
     ]
     assert (span.attributes or {})["error.type"] == code
+
+
+@pytest.mark.parametrize(
+    ("epoch", "text"),
+    [
+        (0.0, "1970-01-01T00:00:00.000Z"),
+        (0.5, "1970-01-01T00:00:00.500Z"),
+        (1777889521.532, "2026-05-04T10:12:01.532Z"),
+        (1777889521.0009, "2026-05-04T10:12:01.000Z"),  # cut, not rounded
+        (1777889521.9995, "2026-05-04T10:12:01.999Z"),
+        (1777889522.0, "2026-05-04T10:12:02.000Z"),  # the next second, after one cached
+    ],
+)
+def test_timestamps_are_utc_with_milliseconds_cut(epoch: float, text: str) -> None:
+    assert _timestamp(epoch) == text
