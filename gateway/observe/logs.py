@@ -53,7 +53,8 @@ def _timestamp(epoch: float) -> str:
     second = int(epoch)
     if _second[0] != second:
         _second[:] = [second, datetime.fromtimestamp(second, UTC).strftime("%Y-%m-%dT%H:%M:%S")]
-    return _second[1] + _MILLIS[int((epoch - second) * 1000)]
+    text: str = _second[1]
+    return text + _MILLIS[int((epoch - second) * 1000)]
 
 
 def _text_value(value: Any) -> str:
