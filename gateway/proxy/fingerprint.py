@@ -2,8 +2,9 @@
 
 The answers are stamped as bytes, without parsing them: a whole answer or each event
 of a stream gets the member inserted after its opening brace, or its ``null`` replaced;
-an engine's own value is left alone. A stream costs a few substring scans per relayed
-chunk, and one ``bytes.replace`` when its events lack the member.
+an engine's own value is left alone. A relayed stream block costs one ``bytes.replace``
+when its events lack the member (the reader's parsed chunks say whether they do), and a
+few substring scans where the caller has no parse.
 """
 
 from __future__ import annotations
@@ -39,21 +40,31 @@ def stamp_answer(data: bytes, value: bytes, answer: dict[str, Any] | None = None
     return data[: start + 1] + b'"system_fingerprint":"' + value + b'",' + data[start + 1 :]
 
 
-def stamp_events(events: bytes, value: bytes, chunks: int | None = None) -> bytes:
+def stamp_events(events: bytes, value: bytes, chunks: list[Any] | None = None) -> bytes:
     """Whole SSE events (``data: {...}`` chunks) with ``system_fingerprint`` in each
     chunk that lacks it; error events and ``[DONE]`` are left as they are. ``chunks``:
-    how many chunk events ``events`` holds (an error event and ``[DONE]`` not counted),
-    where the caller knows it (the stream's reader parsed them): fewer scans."""
+    the parsed data of ``events``' chunk events (an error event and ``[DONE]`` not
+    among them), where the caller has them (the stream's reader parsed them): then
+    whether the engine sent the member is read from them, and the replace's own length
+    says whether each chunk got its one, with no scan of the bytes."""
+    new = b'data: {"system_fingerprint":"' + value + b'","'
+    if chunks is not None:
+        for chunk in chunks:
+            if "system_fingerprint" in chunk:
+                return _stamp_each(events, value)
+        # The common case, as engines write events: one C-level replace, no parse.
+        # Each replacement adds the same length, so the length says how many were
+        # made: one per chunk event (a "data: {\"" elsewhere would be inside a JSON
+        # string, where its quote is escaped).
+        stamped = events.replace(_PLAIN_START, new)
+        if len(stamped) - len(events) == len(chunks) * (len(new) - len(_PLAIN_START)):
+            return stamped
+        return _EVENT.sub(lambda m: m.group(0) + _member(value), events)
     if _KEY in events:
         return _stamp_each(events, value)
     plain = events.count(_PLAIN_START)
-    if (
-        plain == chunks
-        if chunks is not None
-        else _ERROR_EVENT not in events and plain == events.count(b"data:") - events.count(_DONE)
-    ):
-        # The common case, as engines write events: one C-level replace, no parse.
-        return events.replace(_PLAIN_START, b'data: {"system_fingerprint":"' + value + b'","')
+    if _ERROR_EVENT not in events and plain == events.count(b"data:") - events.count(_DONE):
+        return events.replace(_PLAIN_START, new)
     return _EVENT.sub(lambda m: m.group(0) + _member(value), events)
 
 

@@ -54,11 +54,18 @@ class ChatStream:
 
     def events(self, raw: bytes, chunks: list[Any], *, done: bool) -> bytes:
         self.ended = done
-        out = self.meter.feed(raw)
+        # ``chunks`` are the parsed data of every chunk event in ``raw`` (EventReader),
+        # so a usage none of them has is in none of the bytes: no scan for it.
+        for chunk in chunks:
+            if "usage" in chunk:
+                out = self.meter.feed(raw)
+                break
+        else:
+            out = raw
         if out and self.fingerprint is not None:
-            # ``chunks`` counts the events of ``raw``, so of ``out`` when the meter kept
-            # them all (else stamp_events counts them itself).
-            out = stamp_events(out, self.fingerprint, len(chunks) if out is raw else None)
+            # The chunks are those of ``out`` when the meter kept the events as they
+            # were (else stamp_events scans ``out`` itself).
+            out = stamp_events(out, self.fingerprint, chunks if out is raw else None)
         return out
 
     async def finish(self) -> tuple[bytes, GatewayError | None]:

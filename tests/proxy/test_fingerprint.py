@@ -14,6 +14,7 @@ import pytest
 import gateway.proxy.fingerprint as fingerprint_module
 from gateway.app.factory import create_app
 from gateway.proxy.fingerprint import stamp_answer, stamp_events
+from gateway.proxy.openai import ChatStream
 from tests.support.bodies import ANSWER, CHAT, DONE, chat, chunk_event, sse_events
 from tests.support.gateways import MockEngine, asgi_client, gateway_settings
 
@@ -82,13 +83,51 @@ def test_each_stream_chunk_gets_one_unless_the_engine_sent_its_own(
     events: bytes, expected: list[Any]
 ) -> None:
     assert _fingerprints(stamp_events(events, FP)) == expected
-    # The relay passes how many chunk events the reader parsed: the same answer.
-    chunks = sum(
-        1
+    # The relay passes the chunk events the reader parsed: the same answer.
+    chunks = [
+        json.loads(line[5:])
         for line in events.split(b"\n")
         if line.startswith(b"data:") and b'"error"' not in line and b"[DONE]" not in line
-    )
+    ]
     assert stamp_events(events, FP, chunks) == stamp_events(events, FP)
+
+
+class _Scanned(bytes):
+    """Bytes that count the scans made of them (a replace counted apart)."""
+
+    def __init__(self, _: bytes) -> None:
+        self.scans = 0
+        self.replaces = 0
+
+    def __contains__(self, item: object) -> bool:
+        self.scans += 1
+        return super().__contains__(item)  # type: ignore[operator]
+
+    def count(self, *args: Any) -> int:
+        self.scans += 1
+        return super().count(*args)
+
+    def find(self, *args: Any) -> int:
+        self.scans += 1
+        return super().find(*args)
+
+    def replace(self, *args: Any) -> bytes:
+        self.replaces += 1
+        return super().replace(*args)
+
+
+@pytest.mark.parametrize("hide", [False, True])
+def test_a_relayed_block_without_usage_is_stamped_with_one_replace_and_no_scan(
+    hide: bool,
+) -> None:
+    events = [_chunk(choices=[{"delta": {"content": f"w{i}"}}]) for i in range(8)]
+    raw = _Scanned(b"".join(events) + b"data: [DONE]\n\n")
+    chunks = [json.loads(e[6:]) for e in events]  # what the reader parsed
+    out = ChatStream(hide=hide, fingerprint=FP).events(raw, chunks, done=True)
+    assert _fingerprints(out) == ["fp_0123456789"] * 8
+    assert out.endswith(b"data: [DONE]\n\n")
+    # What the meter and the stamp look for is read from the parsed chunks.
+    assert (raw.scans, raw.replaces) == (0, 1)
 
 
 class _Counting:
