@@ -99,9 +99,9 @@ class _Scanned(bytes):
         self.scans = 0
         self.replaces = 0
 
-    def __contains__(self, item: object) -> bool:
+    def __contains__(self, item: Any) -> bool:
         self.scans += 1
-        return super().__contains__(item)  # type: ignore[operator]
+        return super().__contains__(item)
 
     def count(self, *args: Any) -> int:
         self.scans += 1
