@@ -26,6 +26,7 @@ from typing import Any
 from gateway.errors import InvalidRequest
 from gateway.policy.compiled import CompiledSelect, ObjectRules, Rule
 from gateway.policy.fastwalk import passes
+from gateway.schemas.check import SchemaCheck
 
 # Outcomes recorded per field. "passed" is only recorded when tracing (explain):
 # the hot path records only what the operator needs to count.
@@ -215,6 +216,8 @@ def walk_object(
             outcomes.append(Outcome(_path(prefix, name), RENAMED, f"to '{target}'"))
         elif trace:
             outcomes.append(Outcome(_path(prefix, name), PASSED))
+        if rule.schema is not None and type(value) is dict:
+            _check_schema(rule.schema, rule.report, value, _path(prefix, name), obj, walk)
         if rule.nested and (type(value) is list or type(value) is dict):
             inner = walk_value(rule, value, _path(prefix, name), walk)
             if inner is not value:
@@ -276,6 +279,24 @@ def walk_object(
         new[name] = value
         outcomes.append(Outcome(_path(prefix, name), DEFAULTED, json.dumps(value)))
     return new
+
+
+def _check_schema(
+    check: SchemaCheck,
+    report: bool,
+    value: dict[str, Any],
+    path: str,
+    obj: dict[str, Any],
+    walk: Walk,
+) -> None:
+    """A JSON Schema value against its rule's ``json_schema`` (gateway/schemas/check.py):
+    each refusal, by the rule's enforcement (``report``) unless the
+    keyword's rule sets its own."""
+    refusals = check.refusals(value, path, obj)
+    for problem, own in refusals:
+        walk.reject(problem.param or path, problem, report=report if own is None else own)
+    if walk.trace and not refusals:
+        walk.outcomes.append(Outcome(path, PASSED, "JSON Schema checked"))
 
 
 def walk_value(rule: Rule, value: Any, path: str, walk: Walk) -> Any:
