@@ -72,12 +72,15 @@ class Rule:
         self.token_ids = (
             Rule(source.token_ids, report=report) if source.token_ids is not None else None
         )
-        self.nested = (
-            self.object_rules is not None or self.select is not None or self.token_ids is not None
-        )
         # A JSON Schema as the value (a response format's, a tool's parameters): checked
         # where it stands (gateway/schemas/check.py), so never by a bare type check.
         self.schema = SchemaCheck(source.json_schema) if source.json_schema is not None else None
+        self.nested = (
+            self.object_rules is not None
+            or self.select is not None
+            or self.token_ids is not None
+            or self.schema is not None
+        )
         # The value types this rule forwards as they are with no further work: a
         # pass rule's bare type check, not null when required, nothing inside.
         fast: frozenset[type] = frozenset()
@@ -95,8 +98,6 @@ class Rule:
             fast = self.accepts - {type(None)} if self.required else self.accepts
             if self.nested:
                 fast = fast - {list, dict}
-            if self.schema is not None:
-                fast = fast - {dict}
             items = source.items
             if (
                 self.select is not None

@@ -15,13 +15,13 @@ rule for each member of an array (or for an object) by the value of one of its
 keys: the messages of a chat request by ``role``, their content parts by
 ``type``; ``token_ids`` is the rule of an embeddings input given as token ids
 rather than text; ``json_schema`` says the value is a JSON Schema and how it is
-checked (schemarules.py). A chosen rule has the same actions: ``rename`` changes the key's
+checked (gateway/schemas/rules.py). A chosen rule has the same actions: ``rename`` changes the key's
 value (``developer`` -> ``system``), ``strip`` drops the member.
 
 ``unknown_fields`` says what happens to fields the route does not name. ``models``
 and ``profiles`` hold overlays: partial field rules merged over the route's rules
 for one model name, or for clients whose API key names the profile. A route's
-``answers`` says which answers are checked against the request (schemarules.py).
+``answers`` says which answers are checked against the request (gateway/schemas/rules.py).
 
 ``enforcement: report`` (on a rule, a route, an overlay or the whole policy; the
 most specific one wins, a rule's holds for everything inside its value) makes
@@ -36,9 +36,9 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from gateway.policy.schemarules import AnswerChecks, JsonSchemaRules
 from gateway.policy.values import ValueSpec, json_equal
 from gateway.routes import ROUTE_NAMES as ROUTES
+from gateway.schemas.rules import AnswerChecks, JsonSchemaRules
 
 Action = Literal["pass", "reject", "strip", "rename", "default", "fanout"]
 UnknownAction = Literal["reject", "strip", "pass"]

@@ -23,7 +23,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.errors import InvalidRequest
+from gateway.errors import GatewayError, InvalidRequest
 from gateway.policy.compiled import CompiledSelect, ObjectRules, Rule
 from gateway.policy.fastwalk import passes
 from gateway.schemas.check import SchemaCheck
@@ -59,9 +59,10 @@ class Outcome:
 @dataclass(frozen=True, slots=True)
 class Report:
     """What report-only rules would have refused: each field (path, REPORTED, error
-    code) and the first refusal, the 400 the client would have got."""
+    code) and the first refusal, the 400 the client would have got (or, for a report-only
+    answer check, the 502: gateway/proxy/answercheck.py)."""
 
-    error: InvalidRequest
+    error: GatewayError
     fields: tuple[Outcome, ...]
 
 
@@ -216,9 +217,9 @@ def walk_object(
             outcomes.append(Outcome(_path(prefix, name), RENAMED, f"to '{target}'"))
         elif trace:
             outcomes.append(Outcome(_path(prefix, name), PASSED))
-        if rule.schema is not None and type(value) is dict:
-            _check_schema(rule.schema, rule.report, value, _path(prefix, name), obj, walk)
         if rule.nested and (type(value) is list or type(value) is dict):
+            if rule.schema is not None and type(value) is dict:
+                _check_schema(rule.schema, rule.report, value, _path(prefix, name), obj, walk)
             inner = walk_value(rule, value, _path(prefix, name), walk)
             if inner is not value:
                 replaced[name] = inner

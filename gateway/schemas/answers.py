@@ -187,8 +187,8 @@ def _against(
             return None
         return _violation(
             setting,
-            f"The engine's answer broke the request's JSON mode at '{path}': its {what} is "
-            "not a JSON object.",
+            f"The engine's answer broke the request's JSON mode at '{path}': keyword 'type' "
+            f"(an object): its {what} is not a JSON object.",
             param=path,
             code="answer_violates_schema",
             check=check,

@@ -16,9 +16,9 @@ from __future__ import annotations
 from typing import Any
 
 from gateway.errors import InvalidRequest
-from gateway.policy.schemarules import JsonSchemaRules
 from gateway.schemas.keywords import Refusal, keyword_refusals
 from gateway.schemas.refs import ref_problems
+from gateway.schemas.rules import JsonSchemaRules
 from gateway.schemas.strict import strict_problem
 from gateway.schemas.survey import INVALID, Problem, Steps, survey
 from gateway.schemas.validator import metaschema_error, schema_key, validator

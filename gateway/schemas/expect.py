@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.policy.schemarules import ANSWER_CHECKS, AnswerChecks
 from gateway.routes import RESPONSES
+from gateway.schemas.rules import ANSWER_CHECKS, AnswerChecks
 
 OFF, REPORT, ENFORCE = "off", "report", "enforce"
 # A json_object response format: any JSON object, no schema.

@@ -2,7 +2,7 @@
 
 A grammar backend honours a keyword in one place and drops it in another: lengths
 beside a pattern, bounds on a number but not an integer, some ``format`` values
-(shared/STRUCTURED-OUTPUTS.md section 3). A keyword rule (policy/schemarules.py)
+(shared/STRUCTURED-OUTPUTS.md section 3). A keyword rule (schemas/rules.py)
 says so, and the first context that applies decides: the keyword's value
 (``values``), a sibling present (``beside``) or absent (``without``), the node's
 type (``types``), else the keyword's own action; where several entries apply, one
@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.policy.schemarules import ContextRule, JsonSchemaRules, KeywordRule
+from gateway.schemas.rules import ContextRule, JsonSchemaRules, KeywordRule
 from gateway.schemas.survey import Problem, Steps
 from gateway.schemas.vocabulary import ASSERTING
 

@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from gateway.policy.schemarules import SchemaLimits
 from gateway.schemas.patterns import unsafe_shape
+from gateway.schemas.rules import SchemaLimits
 from gateway.schemas.vocabulary import INSTANCE_STEPS, ONE_SCHEMA, SCHEMA_ARRAYS, SCHEMA_MAPS
 
 # A path inside a schema: its steps (a key, or an index in an array).
