@@ -22,7 +22,7 @@ from gateway._types import Headers
 from gateway.errors import GatewayError
 from gateway.limits.meter import Usage, usage_of
 from gateway.observe.exchange import Exchange
-from gateway.proxy.answercheck import judge
+from gateway.proxy.answercheck import enforce, judge
 from gateway.proxy.call import Call
 from gateway.proxy.route import Prepared, Route
 from gateway.routes import RESPONSES, ROUTES
@@ -125,9 +125,7 @@ class NativeResponses(Route):
         self, call: Call, answer: Any, data: bytes, headers: Headers
     ) -> tuple[Headers, bytes] | None:
         if call.plan is not None:
-            enforced = judge(call.record, check_response(call.plan, answer))
-            if enforced is not None:
-                raise enforced
+            enforce(call.record, check_response(call.plan, answer))
         return None
 
     def shaper(self, call: Call) -> NativeStream:
