@@ -23,11 +23,12 @@ from gateway.app.dispatch import DispatchingApp
 from gateway.app.health import Health
 from gateway.app.mount import make_route
 from gateway.app.reload import Reloader
-from gateway.app.reloadable import load_reloadable
+from gateway.app.reloadable import Reloadable, load_reloadable
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound, render
 from gateway.fleet.access import make_gate
 from gateway.fleet.engines import engine_dns, hinter_for, open_engines
 from gateway.fleet.models import ModelList
+from gateway.fleet.reload import fleet_changed
 from gateway.fleet.router import ModelRouter, needs_router
 from gateway.limits.limiter import make_limiter
 from gateway.observe.capture import BodyCapture
@@ -145,10 +146,17 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         state.engines = engines = open_engines(settings, live.policies, transport=transport)
+
         # A reload's new table keeps the pools of the deployments it leaves unchanged.
-        reloader.reopen = lambda new: open_engines(
-            new.settings, new.policies, transport=transport, reuse=state.engines
-        )
+        def refleet(new: Reloadable) -> bool:
+            if not fleet_changed(state.engines, new.settings, new.policies):
+                return False
+            state.engines = open_engines(
+                new.settings, new.policies, transport=transport, reuse=state.engines
+            )
+            return True
+
+        reloader.refleet = refleet
         # The routing metrics are one balancer's; a fleet's are by deployment.
         for pool in engines.pools() if not engines.fleet else ():
             if isinstance(pool, Balancer):

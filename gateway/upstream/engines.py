@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.errors import InvalidRequest, ModelNotFound
+from gateway.deployments import place
 from gateway.policy.engine import Policy
 from gateway.policy.fingerprint import Fingerprints
 from gateway.routing.hint import Hinter
@@ -69,20 +69,7 @@ class Engines:
     def target(self, model: object) -> Target:
         """The deployment that serves ``model`` and the name its engine gets; a fleet
         refuses a model no deployment serves (404) and a missing one (400)."""
-        found = self.targets.get(model) if isinstance(model, str) else None
-        if found is not None:
-            return found
-        if model is None:
-            raise InvalidRequest(
-                "Missing required parameter: 'model'.",
-                param="model",
-                code="missing_required_parameter",
-            )
-        if not isinstance(model, str):
-            raise InvalidRequest(
-                "Invalid type for 'model': expected a string.", param="model", code="invalid_type"
-            )
-        raise ModelNotFound(model)
+        return place(self.targets, model)
 
     def upstream_for(self, model: str | None) -> UpstreamClient:
         """The client that serves ``model`` (None: the first deployment's, e.g. a probe)."""
