@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import httpx
 from prometheus_client import CollectorRegistry
@@ -32,10 +31,10 @@ from gateway.fleet.reload import fleet_changed
 from gateway.fleet.router import ModelRouter, needs_router
 from gateway.limits.limiter import make_limiter
 from gateway.observe.capture import BodyCapture
-from gateway.observe.exchange import UNSERVED, Exchange, Observer, Observers, Tracer
-from gateway.observe.logs import AccessLog
+from gateway.observe.exchange import UNSERVED, Exchange
 from gateway.observe.metrics import Metrics
 from gateway.observe.metricsport import MetricsExposure
+from gateway.observe.observers import make_observers
 from gateway.policy.engine import Policy
 from gateway.proxy.endpoint import ProxyEndpoint
 from gateway.proxy.headers import request_id_of
@@ -127,17 +126,7 @@ def create_app(
     metrics = Metrics(registry)
     metrics.limiter = state.limiter
     metrics.policy_live(state.policy)
-    observers: list[Observer] = [metrics]
-    if settings.log.requests:
-        observers.append(AccessLog(format=settings.log.format))
-    if settings.tracing.enabled:
-        # Imported by name: with tracing off the OpenTelemetry SDK is never loaded.
-        tracing = importlib.import_module("gateway.observe.tracing")
-        tracer = cast(Tracer, tracing.Tracing(settings.tracing, exporter=span_exporter))
-        state.tracer = tracer
-        metrics.spans_dropped = lambda: tracer.dropped
-        observers.append(tracer)
-    state.observer = observers[0] if len(observers) == 1 else Observers(*observers)
+    state.observer, state.tracer = make_observers(settings, metrics, span_exporter=span_exporter)
     reloader = Reloader(state, metrics=metrics, keyring=live.keyring)
     exposure = MetricsExposure(settings, metrics, worker_dir=worker_dir, sock=metrics_socket)
     health = Health(state, reloader)

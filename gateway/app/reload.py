@@ -21,7 +21,7 @@ import hashlib
 import logging
 import os
 import signal
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -85,6 +85,8 @@ class Reloader:
         # by the app's lifespan, which reopens pools; the external processor swaps its
         # table of policies).
         self.refleet: Callable[[Reloadable], bool] | None = None
+        # Told each attempt's result (the external processor's gRPC health shows it).
+        self.on_result: Callable[[ReloadResult], Awaitable[None]] | None = None
         self.attempts = 0
         self._lock = asyncio.Lock()
         self._attempted = asyncio.Condition()
@@ -117,6 +119,8 @@ class Reloader:
             self.last = result
             if self.metrics is not None:
                 self.metrics.policy_reload(result.result)
+            if self.on_result is not None:
+                await self.on_result(result)
             async with self._attempted:
                 self.attempts += 1
                 self._write_status()

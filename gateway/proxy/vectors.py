@@ -13,14 +13,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.errors import InvalidRequest, NotFound
+from gateway.jsonbody.shapes import body_problem
 from gateway.limits.meter import Usage
-from gateway.policy.values import json_type
 from gateway.proxy.call import Call
 from gateway.proxy.route import Prepared, Route
 from gateway.routes import DETOKENIZE, EMBEDDINGS, RERANK, RERANK_BARE, ROUTES, TOKENIZE
-
-_ARTICLE = {"string": "a string", "integer": "an integer", "array": "an array"}
 
 
 def input_usage(answer: dict[str, Any]) -> Usage | None:
@@ -38,31 +35,15 @@ def input_usage(answer: dict[str, Any]) -> Usage | None:
     return Usage(prompt, 0, total if type(total) is int else prompt)
 
 
-def mixed_input(value: Any) -> InvalidRequest | None:
-    """The error for an embeddings ``input`` array that mixes its forms (text with token
-    ids, ids with id arrays), naming the first member that differs from the first."""
-    if type(value) is not list or not value:
-        return None
-    first = type(value[0])
-    for index, member in enumerate(value):
-        if type(member) is not first:  # one comparison a member: no call
-            param = f"input[{index}]"
-            expected, got = json_type(value[0]), json_type(member)
-            return InvalidRequest(
-                f"Invalid type for '{param}': expected {_ARTICLE.get(expected, expected)} like "
-                f"'input[0]', but got {_ARTICLE.get(got, got)} instead.",
-                param=param,
-                code="invalid_type",
-            )
-    return None
-
-
 class PolicedRoute(Route):
     """A route served only where the policy declares it."""
 
     async def prepare(self, call: Call, raw: bytes, body: dict[str, Any]) -> Prepared:
-        if self.state.policy.route(self.name or "") is None:
-            raise NotFound(f"Invalid URL ({call.record.method} {call.record.path}).")
+        record = call.record
+        where = f"{record.method} {record.path}"
+        error = body_problem(self.name or "", self.state.policy, body, where=where)
+        if error is not None:
+            raise error
         return await super().prepare(call, raw, body)
 
     def usage(self, answer: dict[str, Any]) -> Usage | None:
@@ -73,14 +54,6 @@ class EmbeddingsRoute(PolicedRoute):
     """POST /v1/embeddings."""
 
     row = ROUTES[EMBEDDINGS]
-
-    async def prepare(self, call: Call, raw: bytes, body: dict[str, Any]) -> Prepared:
-        # A shape no field rule states (one form per array), checked where the route is
-        # served; an undeclared route stays the 404.
-        error = mixed_input(body.get("input"))
-        if error is not None and self.state.policy.route(EMBEDDINGS) is not None:
-            raise error
-        return await super().prepare(call, raw, body)
 
 
 class RerankRoute(PolicedRoute):

