@@ -15,6 +15,7 @@ import logging
 import signal
 import socket
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import grpc
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ext_grpc
@@ -70,11 +71,19 @@ def _bind_metrics(settings: Settings) -> tuple[socket.socket, int]:
     return sock, bound
 
 
-async def serve_extproc(
-    settings: Settings, *, stop: asyncio.Event | None = None, on_listening: Callable[..., None]
-) -> None:
-    """Serve until ``stop`` is set (or SIGTERM/SIGINT); ``on_listening(grpc_port,
-    metrics_port)`` once both ports accept. SourceError if the files are invalid."""
+@dataclass(frozen=True)
+class Processing:
+    """What one processor runs on: the live state, the decider, the reloader, the metrics."""
+
+    state: GatewayState
+    decider: Decider
+    reloader: Reloader
+    metrics: Metrics
+
+
+def build(settings: Settings) -> Processing:
+    """Everything the processor decides by, from ``settings`` (SourceError if a file is
+    invalid): what serve's app factory builds, by the same functions."""
     live = load_reloadable(settings)
     state = GatewayState(settings=settings, policy=live.policy)
     if live.keyring is not None:
@@ -88,6 +97,16 @@ async def serve_extproc(
     decider = Decider(state, Fleet(settings, live.policies))
     reloader = Reloader(state, metrics=metrics, keyring=live.keyring)
     reloader.refleet = decider.refleet
+    return Processing(state, decider, reloader, metrics)
+
+
+async def serve_extproc(
+    settings: Settings, *, stop: asyncio.Event | None = None, on_listening: Callable[..., None]
+) -> None:
+    """Serve until ``stop`` is set (or SIGTERM/SIGINT); ``on_listening(grpc_port,
+    metrics_port)`` once both ports accept. SourceError if the files are invalid."""
+    built = build(settings)
+    state, decider, reloader, metrics = built.state, built.decider, built.reloader, built.metrics
 
     limit = settings.limits.max_body_bytes + _MESSAGE_SLACK
     server = grpc.aio.server(

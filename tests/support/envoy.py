@@ -27,7 +27,9 @@ from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
+import grpc
 import yaml
+from grpc_health.v1 import health_pb2
 
 from tests.support.engine import FakeEngine
 from tests.support.paths import ROOT
@@ -238,6 +240,9 @@ class Extproc:
                 self.process.wait()
         if self._reader is not None:
             self._reader.join(timeout=5)
+            self._reader = None
+        if self.process is not None and self.process.stdout is not None:
+            self.process.stdout.close()
 
 
 class EngineThread:
@@ -277,3 +282,17 @@ def running(*parts: Envoy | Extproc) -> Iterator[None]:
             part.start()
             stack.callback(part.stop)
         yield
+
+
+def health_status(port: int, service: str) -> int:
+    """What the processor's gRPC health service (grpc.health.v1) says of ``service``."""
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        check = channel.unary_unary(
+            "/grpc.health.v1.Health/Check",
+            request_serializer=health_pb2.HealthCheckRequest.SerializeToString,
+            response_deserializer=health_pb2.HealthCheckResponse.FromString,
+        )
+        answer: health_pb2.HealthCheckResponse = check(
+            health_pb2.HealthCheckRequest(service=service), timeout=10
+        )
+        return int(answer.status)
