@@ -9,7 +9,7 @@ import logging
 import sys
 from typing import Any
 
-from gateway.extproc.server import refusals, serve_extproc
+from gateway.extproc.server import build, refusals, serve_extproc
 from gateway.observe.logs import setup_logging
 from gateway.settings import config_path, load_settings
 from gateway.yamlsource import SourceError
@@ -55,16 +55,19 @@ def run(args: argparse.Namespace) -> int:
     if problems:
         print("ft-gateway extproc: cannot start:\n" + "\n".join(problems), file=sys.stderr)
         return 2
-    setup_logging(settings.log.format, settings.log.level)
-    logging.getLogger("gateway").info(
-        "ft-gateway extproc starting",
-        extra={"event": "startup", "policy": str(settings.policy), "mode": "extproc"},
-    )
     try:
-        asyncio.run(serve_extproc(settings, on_listening=lambda *ports: None))
+        built = build(settings)
     except SourceError as exc:
         print(f"ft-gateway extproc: cannot start:\n{exc}", file=sys.stderr)
         return 2
+    setup_logging(settings.log.format, settings.log.level)
+    policy = built.state.policy
+    logging.getLogger("gateway").info(
+        "ft-gateway extproc starting",
+        extra={"event": "startup", "mode": "extproc", "path": policy.path, "sha256": policy.digest},
+    )
+    try:
+        asyncio.run(serve_extproc(built))
     except OSError as exc:
         print(f"ft-gateway extproc: cannot start: {exc}", file=sys.stderr)
         return 2

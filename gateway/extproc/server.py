@@ -16,6 +16,7 @@ import signal
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import grpc
 from envoy.service.ext_proc.v3 import external_processor_pb2_grpc as ext_grpc
@@ -33,6 +34,9 @@ from gateway.observe.metricsport import MetricsExposure
 from gateway.observe.observers import make_observers
 from gateway.settings import Settings
 from gateway.state import GatewayState
+
+if TYPE_CHECKING:
+    from opentelemetry.sdk.trace.export import SpanExporter
 
 logger = logging.getLogger("gateway")
 SERVICE = "envoy.service.ext_proc.v3.ExternalProcessor"
@@ -81,9 +85,10 @@ class Processing:
     metrics: Metrics
 
 
-def build(settings: Settings) -> Processing:
+def build(settings: Settings, *, span_exporter: SpanExporter | None = None) -> Processing:
     """Everything the processor decides by, from ``settings`` (SourceError if a file is
-    invalid): what serve's app factory builds, by the same functions."""
+    invalid): what serve's app factory builds, by the same functions (``span_exporter``:
+    where spans go instead of OTLP)."""
     live = load_reloadable(settings)
     state = GatewayState(settings=settings, policy=live.policy)
     if live.keyring is not None:
@@ -93,7 +98,7 @@ def build(settings: Settings) -> Processing:
         state.capture = BodyCapture(settings.capture)
     metrics = Metrics()
     metrics.policy_live(state.policy)
-    state.observer, state.tracer = make_observers(settings, metrics)
+    state.observer, state.tracer = make_observers(settings, metrics, span_exporter=span_exporter)
     decider = Decider(state, Fleet(settings, live.policies))
     reloader = Reloader(state, metrics=metrics, keyring=live.keyring)
     reloader.refleet = decider.refleet
@@ -101,11 +106,14 @@ def build(settings: Settings) -> Processing:
 
 
 async def serve_extproc(
-    settings: Settings, *, stop: asyncio.Event | None = None, on_listening: Callable[..., None]
+    built: Processing,
+    *,
+    stop: asyncio.Event | None = None,
+    on_listening: Callable[[int, int], None] | None = None,
 ) -> None:
-    """Serve until ``stop`` is set (or SIGTERM/SIGINT); ``on_listening(grpc_port,
-    metrics_port)`` once both ports accept. SourceError if the files are invalid."""
-    built = build(settings)
+    """Serve ``built`` until ``stop`` is set (or SIGTERM/SIGINT); ``on_listening(grpc_port,
+    metrics_port)`` once both ports accept."""
+    settings = built.state.settings
     state, decider, reloader, metrics = built.state, built.decider, built.reloader, built.metrics
 
     limit = settings.limits.max_body_bytes + _MESSAGE_SLACK
@@ -148,7 +156,8 @@ async def serve_extproc(
                     "metrics_port": metrics_port,
                 },
             )
-            on_listening(grpc_port, metrics_port)
+            if on_listening is not None:
+                on_listening(grpc_port, metrics_port)
             await stop.wait()
             # Out of Envoy's and the kubelet's rotation first, then the streams in flight
             # finish (each is one request's messages: quick), then the rest is cut.

@@ -4,11 +4,15 @@ ProcessingResponse messages read (each case one HTTP request's messages)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
+from opentelemetry.trace import SpanKind
 
 from gateway.extproc.decision import UNSUPPORTED
 from gateway.settings import Settings, load_settings
@@ -281,3 +285,38 @@ async def test_report_only_records_what_it_would_refuse_and_passes(tmp_path: Pat
     (record,) = processor.records
     assert record.report is not None
     assert [o.field for o in record.report.fields] == ["logprobs"]
+
+
+class _Kept(SpanExporter):
+    def __init__(self) -> None:
+        self.spans: list[ReadableSpan] = []
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.spans.extend(spans)
+        return SpanExportResult.SUCCESS
+
+
+async def test_the_span_joins_envoys_trace_and_the_engine_gets_its_context(
+    tmp_path: Path,
+) -> None:
+    kept = _Kept()
+    settings = _settings(tmp_path, "tracing: {enabled: true}\nlog: {requests: false}\n")
+    processor = Processor(settings, span_exporter=kept)
+    trace_id, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
+    traced = {**JSON, "traceparent": f"00-{trace_id}-{parent}-01"}
+    _, body, _ = await processor.process(
+        header_message(CHAT, headers=traced),
+        body_message(PLAIN),
+        header_message("", headers={":status": "200"}, response=True),
+    )
+    sent = set_headers(body)["traceparent"].decode()
+    assert sent.split("-")[1] == trace_id and sent.split("-")[2] != parent
+    tracer = processor.built.state.tracer
+    assert tracer is not None
+    tracer.shutdown(5)
+    server = next(s for s in kept.spans if s.kind == SpanKind.SERVER)
+    assert server.context is not None and server.parent is not None
+    assert f"{server.context.trace_id:032x}" == trace_id
+    assert f"{server.parent.span_id:016x}" == parent
+    assert server.attributes is not None
+    assert server.attributes["gen_ai.request.model"] == "m"

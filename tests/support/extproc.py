@@ -49,10 +49,11 @@ class Processor:
     """A processor built from ``settings`` as ``ft-gateway extproc`` builds it, its
     records kept (``records``)."""
 
-    def __init__(self, settings: Settings) -> None:
-        self.built: Processing = build(settings)
+    def __init__(self, settings: Settings, *, span_exporter: Any = None) -> None:
+        self.built: Processing = build(settings, span_exporter=span_exporter)
         self.records: list[Exchange] = []
-        self.built.state.observer = self
+        if span_exporter is None:
+            self.built.state.observer = self
         self.service = ExternalProcessor(self.built.decider)
 
     def started(self, exchange: Exchange) -> None:
