@@ -130,7 +130,7 @@ class Decider:
             if row.alias:
                 body = {**body, "model": row.served}
                 aliased = True
-        error = body_problem(route, state.policy, body, where=f"POST {route}")
+        error = body_problem(route, state.policy, body, "POST", route)
         if error is not None:
             raise error
         decision = apply_policy(policy, route, body, profile=request.profile)

@@ -19,14 +19,14 @@ _ARTICLE = {"string": "a string", "integer": "an integer", "array": "an array"}
 
 
 def body_problem(
-    route: str, policy: Policy, body: dict[str, Any], *, where: str
+    route: str, policy: Policy, body: dict[str, Any], method: str, path: str
 ) -> GatewayError | None:
-    """The error of a request to ``route`` that ``policy`` refuses before any field
-    rule (``where``: its method and path, for a 404), or None."""
+    """The error of a request (``method``, ``path``) to ``route`` that ``policy`` refuses
+    before any field rule, or None."""
     if route not in DECLARED_ONLY:
         return None
     if policy.route(route) is None:
-        return NotFound(f"Invalid URL ({where}).")
+        return NotFound(f"Invalid URL ({method} {path}).")
     if route == EMBEDDINGS:
         return mixed_input(body.get("input"))
     return None

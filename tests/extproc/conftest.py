@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from bench.envoy import bootstrap
 from tests.support.engine import FakeEngine
-from tests.support.envoy import EngineThread, Envoy, Extproc, bootstrap
+from tests.support.envoy import EngineThread, Envoy, Extproc
 from tests.support.paths import POLICY
 
 

