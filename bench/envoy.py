@@ -10,7 +10,6 @@ templating and the binary (scripts/envoy) are shared with tests/extproc/.
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import signal
 import socket
@@ -22,19 +21,15 @@ from typing import Any
 
 import yaml
 
+from bench.tools import installed
+
 ROOT = Path(__file__).resolve().parent.parent
 BOOTSTRAP = ROOT / "deploy" / "envoy" / "envoy.yaml"
 
 
-@functools.cache
 def envoy_binary() -> str:
     """The Envoy binary scripts/envoy installs (once per machine); fails loudly if not."""
-    done = subprocess.run(
-        [str(ROOT / "scripts" / "envoy")], capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"scripts/envoy failed:\n{done.stderr}")
-    return done.stdout.strip().splitlines()[-1]
+    return installed("envoy")
 
 
 def _address(cluster: dict[str, Any]) -> dict[str, Any]:

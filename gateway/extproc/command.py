@@ -7,12 +7,19 @@ import argparse
 import asyncio
 import logging
 import sys
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from gateway.extproc.server import build, refusals, serve_extproc
 from gateway.observe.logs import setup_logging
 from gateway.settings import config_path, load_settings
 from gateway.yamlsource import SourceError
+
+_run: Callable[[Coroutine[Any, Any, None]], None]
+try:
+    from uvloop import run as _run
+except ImportError:  # pragma: no cover - no uvloop on Windows: asyncio's own loop
+    _run = asyncio.run
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -67,7 +74,9 @@ def run(args: argparse.Namespace) -> int:
         extra={"event": "startup", "mode": "extproc", "path": policy.path, "sha256": policy.digest},
     )
     try:
-        asyncio.run(serve_extproc(built))
+        # uvloop, as serve runs on: grpc's asyncio server costs a quarter less CPU per
+        # request on it (870-1,218 us against 1,341-1,380 us, bench/envoy.py's setup).
+        _run(serve_extproc(built))
     except OSError as exc:
         print(f"ft-gateway extproc: cannot start: {exc}", file=sys.stderr)
         return 2

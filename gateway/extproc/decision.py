@@ -32,11 +32,14 @@ UNSUPPORTED = "unsupported_in_extproc"
 
 
 class Forward(NamedTuple):
-    """A request Envoy sends on: its new body (None: the client's own bytes) and the
-    headers set on it (the served model, the deployment, the trace context)."""
+    """A request Envoy sends on: its new body (None: the client's own bytes), the
+    headers set on it (the served model, the deployment, the trace context) and those
+    removed (the routing headers the processor did not set: a client's own would
+    choose Envoy's route)."""
 
     body: bytes | None
     headers: list[tuple[str, bytes]]
+    removed: tuple[str, ...] = ()
 
 
 def unsupported(message: str, *, param: str | None = None) -> InvalidRequest:
@@ -62,6 +65,8 @@ class Decider:
         )
         self.model_header = extproc.model_header
         self.deployment_header = extproc.deployment_header
+        # What Envoy may route by: never left as a client sent it.
+        self.routing_headers = (extproc.model_header, extproc.deployment_header)
 
     def refleet(self, new: Reloadable) -> bool:
         """Swap in the fleet of a reload if it differs (the reloader's hook); True if so."""
@@ -152,7 +157,9 @@ class Decider:
         if tracer is not None:
             headers.extend((n.decode(), v) for n, v in tracer.upstream_headers(record, []))
         changed = decision.changed or aliased
-        return Forward(orjson.dumps(decision.body) if changed else None, headers)
+        set_names = {name for name, _ in headers}
+        removed = tuple(name for name in self.routing_headers if name not in set_names)
+        return Forward(orjson.dumps(decision.body) if changed else None, headers, removed)
 
 
 def internal_error() -> GatewayError:

@@ -35,24 +35,28 @@ def header_list(headers: Any) -> Headers:
     ]
 
 
-def _set_headers(pairs: list[tuple[str, bytes]]) -> Any:
+def _set_headers(pairs: list[tuple[str, bytes]], removed: tuple[str, ...] = ()) -> Any:
     return ext.HeaderMutation(
         set_headers=[
             core.HeaderValueOption(
                 header=core.HeaderValue(key=name, raw_value=value), append_action=_OVERWRITE
             )
             for name, value in pairs
-        ]
+        ],
+        remove_headers=list(removed),
     )
 
 
-def headers_continue(*, policed: bool) -> Any:
+def headers_continue(*, policed: bool, removed: tuple[str, ...] = ()) -> Any:
     """The answer to a request's headers: go on (the body comes next). A request the
     policy has no say in (``policed`` False) is passed by: Envoy sends its body and
-    its answer's headers to nobody (the filter must allow a mode override)."""
+    its answer's headers to nobody (the filter must allow a mode override), and the
+    routing headers ``removed`` go (a client's own would choose Envoy's route)."""
     response = ext.ProcessingResponse(request_headers=ext.HeadersResponse())
     if not policed:
         response.mode_override.CopyFrom(_PASS_BY)
+        if removed:
+            response.request_headers.response.header_mutation.CopyFrom(_set_headers([], removed))
     return response
 
 
@@ -66,8 +70,8 @@ def body_continue(forward: Forward) -> Any:
     if forward.body is not None:
         common.body_mutation.body = forward.body
         headers.append(("content-length", str(len(forward.body)).encode()))
-    if headers:
-        common.header_mutation.CopyFrom(_set_headers(headers))
+    if headers or forward.removed:
+        common.header_mutation.CopyFrom(_set_headers(headers, forward.removed))
         common.clear_route_cache = True
     return ext.ProcessingResponse(request_body=ext.BodyResponse(response=common))
 

@@ -66,7 +66,8 @@ class ExternalProcessor(ext_grpc.ExternalProcessorServicer):  # type: ignore[mis
             return request, answer
         if policed and headers.end_of_stream:  # a POST with no body: refused as serve does
             return request, self._guarded(request, b"")
-        return request, messages.headers_continue(policed=policed)
+        removed = () if policed else self.decider.routing_headers
+        return request, messages.headers_continue(policed=policed, removed=removed)
 
     def _body(self, request: Request, body: Any) -> Any:
         request.body.append(body.body)

@@ -14,6 +14,7 @@ import kubernetes_validate
 import pytest
 import yaml
 
+from bench.tools import installed
 from gateway.extproc.server import refusals
 from gateway.settings import Settings
 from tests.support.helm import CHART, EXAMPLES, find, helm, render
@@ -72,11 +73,7 @@ def test_every_object_validates_against_the_kubernetes_schemas(values: Path | No
 
 
 def test_istio_and_prometheus_operator_objects_validate_against_their_crds_schemas() -> None:
-    done = subprocess.run(
-        [str(ROOT / "scripts" / "k8s-schemas")], capture_output=True, text=True, check=False
-    )
-    assert done.returncode == 0, done.stderr
-    schemas = done.stdout.strip().splitlines()[-1]
+    schemas = installed("k8s-schemas")
     objects = [o for values in CASES for o in render(values) if o["kind"] in VALIDATED_BY_NODE]
     assert {o["kind"] for o in objects} == set(VALIDATED_BY_NODE)
     lines = "".join(json.dumps(o) + "\n" for o in objects)

@@ -4,20 +4,18 @@ ProcessingResponse messages read (each case one HTTP request's messages)."""
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
-from opentelemetry.sdk.trace import ReadableSpan
-from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from opentelemetry.trace import SpanKind
 
 from gateway.extproc.decision import UNSUPPORTED
 from gateway.settings import Settings, load_settings
 from tests.support.extproc import Processor, body_message, header_message, set_headers
 from tests.support.limits import key_of, write_keys
+from tests.support.otlp import KeptSpans
 from tests.support.paths import POLICY
 
 CHAT = "/v1/chat/completions"
@@ -287,19 +285,10 @@ async def test_report_only_records_what_it_would_refuse_and_passes(tmp_path: Pat
     assert [o.field for o in record.report.fields] == ["logprobs"]
 
 
-class _Kept(SpanExporter):
-    def __init__(self) -> None:
-        self.spans: list[ReadableSpan] = []
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        self.spans.extend(spans)
-        return SpanExportResult.SUCCESS
-
-
 async def test_the_span_joins_envoys_trace_and_the_engine_gets_its_context(
     tmp_path: Path,
 ) -> None:
-    kept = _Kept()
+    kept = KeptSpans()
     settings = _settings(tmp_path, "tracing: {enabled: true}\nlog: {requests: false}\n")
     processor = Processor(settings, span_exporter=kept)
     trace_id, parent = "4bf92f3577b34da6a3ce929d0e0e4736", "00f067aa0ba902b7"
@@ -320,3 +309,19 @@ async def test_the_span_joins_envoys_trace_and_the_engine_gets_its_context(
     assert f"{server.parent.span_id:016x}" == parent
     assert server.attributes is not None
     assert server.attributes["gen_ai.request.model"] == "m"
+
+
+async def test_a_clients_own_routing_headers_never_reach_envoys_routes(
+    processor: Processor,
+) -> None:
+    spoofed = {**JSON, "x-ft-gateway-deployment": "big", "x-ft-gateway-model": "big-1"}
+    _, body = await processor.process(header_message(CHAT, headers=spoofed), body_message(PLAIN))
+    mutation = body.request_body.response.header_mutation
+    # The model's is set over the client's; one deployment sets no deployment header.
+    assert list(mutation.remove_headers) == ["x-ft-gateway-deployment"]
+    assert set_headers(body) == {"x-ft-gateway-model": b"m"}
+    (passed,) = await processor.process(
+        header_message("/v1/models", method="GET", headers=spoofed, end_of_stream=True)
+    )
+    removed = passed.request_headers.response.header_mutation.remove_headers
+    assert set(removed) == {"x-ft-gateway-model", "x-ft-gateway-deployment"}

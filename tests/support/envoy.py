@@ -47,6 +47,17 @@ def _get(url: str) -> tuple[int, bytes]:
         return exc.code, exc.read()
 
 
+def _end(process: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM ``process`` and wait for it (SIGKILL after 15 s)."""
+    if process is not None and process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
 class Envoy:
     """An Envoy process running ``config``: ``url`` is its listener once ``start`` returns."""
 
@@ -93,14 +104,8 @@ class Envoy:
         return path.read_text(errors="replace") if path.exists() else ""
 
     def stop(self) -> None:
-        """End Envoy (SIGTERM, then SIGKILL after 10 s)."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        """End Envoy (SIGTERM, then SIGKILL after 15 s)."""
+        _end(self.process)
 
 
 class Extproc:
@@ -181,13 +186,7 @@ class Extproc:
 
     def stop(self) -> None:
         """SIGTERM, and wait for it to exit (SIGKILL after 15 s)."""
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+        _end(self.process)
         if self._reader is not None:
             self._reader.join(timeout=5)
             self._reader = None

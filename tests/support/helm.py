@@ -10,21 +10,16 @@ from typing import Any
 
 import yaml
 
+from bench.tools import installed
 from tests.support.paths import ROOT
 
 CHART = ROOT / "deploy" / "helm" / "ft-gateway"
 EXAMPLES = sorted((CHART / "examples").glob("*.yaml"))
 
 
-@functools.cache
 def helm_binary() -> str:
     """The helm scripts/helm installs (once per machine); fails loudly if it cannot."""
-    done = subprocess.run(
-        [str(ROOT / "scripts" / "helm")], capture_output=True, text=True, check=False
-    )
-    if done.returncode != 0:
-        raise RuntimeError(f"scripts/helm failed:\n{done.stderr}")
-    return done.stdout.strip().splitlines()[-1]
+    return installed("helm")
 
 
 def helm(*args: str) -> subprocess.CompletedProcess[str]:
