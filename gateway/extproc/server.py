@@ -14,7 +14,6 @@ import contextlib
 import logging
 import signal
 import socket
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -105,19 +104,17 @@ def build(settings: Settings, *, span_exporter: SpanExporter | None = None) -> P
     return Processing(state, decider, reloader, metrics)
 
 
-async def serve_extproc(
-    built: Processing,
-    *,
-    stop: asyncio.Event | None = None,
-    on_listening: Callable[[int, int], None] | None = None,
-) -> None:
-    """Serve ``built`` until ``stop`` is set (or SIGTERM/SIGINT); ``on_listening(grpc_port,
-    metrics_port)`` once both ports accept."""
+async def serve_extproc(built: Processing, *, stop: asyncio.Event | None = None) -> None:
+    """Serve ``built`` until SIGTERM or SIGINT (or ``stop`` is set: a run inside another
+    program's loop); the line ``extproc_listening`` logged (with both ports) once both
+    accept."""
     settings = built.state.settings
     state, decider, reloader, metrics = built.state, built.decider, built.reloader, built.metrics
 
     limit = settings.limits.max_body_bytes + _MESSAGE_SLACK
     server = grpc.aio.server(
+        # No port shared with another process: a second processor on the same port
+        # fails to start instead of taking half of Envoy's streams.
         options=[("grpc.max_receive_message_length", limit), ("grpc.so_reuseport", 0)]
     )
     ext_grpc.add_ExternalProcessorServicer_to_server(ExternalProcessor(decider), server)
@@ -156,14 +153,13 @@ async def serve_extproc(
                     "metrics_port": metrics_port,
                 },
             )
-            if on_listening is not None:
-                on_listening(grpc_port, metrics_port)
             await stop.wait()
             # Out of Envoy's and the kubelet's rotation first, then the streams in flight
             # finish (each is one request's messages: quick), then the rest is cut.
             await checks.enter_graceful_shutdown()
             await server.stop(extproc.drain_timeout)
     finally:
+        await server.stop(0)  # (at once if it stopped above; else what was started goes)
         for signum in (signal.SIGTERM, signal.SIGINT):
             with contextlib.suppress(ValueError, RuntimeError, NotImplementedError):
                 loop.remove_signal_handler(signum)
