@@ -25,6 +25,7 @@ from gateway.extproc.request import Request
 logger = logging.getLogger("gateway")
 
 
+# (The generated servicer is untyped, xds-protos shipping no stubs: subclassing Any.)
 class ExternalProcessor(ext_grpc.ExternalProcessorServicer):  # type: ignore[misc]
     """The ext_proc service: each stream's messages through the Decider."""
 
