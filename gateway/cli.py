@@ -13,6 +13,7 @@ from typing import Any
 from gateway import __version__
 from gateway.app.factory import create_app
 from gateway.commands import cases, check, diff, explain, reload, schema
+from gateway.extproc import command as extproc_command
 from gateway.observe.logs import setup_logging
 from gateway.observe.startup import startup_record
 from gateway.probe import command as probe_command
@@ -51,6 +52,19 @@ def _add_serve(sub: Any) -> None:
         "--workers",
         type=int,
         help="worker processes on the one port (default: the CPUs this process may use)",
+    )
+
+
+def _add_extproc(sub: Any) -> None:
+    extproc_command.add_arguments(
+        sub.add_parser(
+            "extproc",
+            help="run the policy as an Envoy external processor (gRPC ext_proc)",
+            description="The config's policy, route table and fleet, answering Envoy's "
+            "ext_proc streams on extproc.port, with the gRPC health protocol there and "
+            "/metrics on listen.metrics_port (else listen.port). Exit 2 if the files are "
+            "invalid or the config asks for what a processor cannot do.",
+        )
     )
 
 
@@ -189,10 +203,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"ft-gateway {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_serve(sub)
+    _add_extproc(sub)
     _add_probe(sub)
     _add_policy_commands(sub)
     commands: dict[str, Command] = {
         "serve": serve,
+        "extproc": extproc_command.run,
         "probe": probe_command.run,
         "check": check.run,
         "explain": explain.run,

@@ -211,6 +211,34 @@ class Store(_Section):
     key_prefix: str = Field(default="ft-gateway:response:", description="redis: key prefix")
 
 
+class ExtProc(_Section):
+    """``ft-gateway extproc``: the policy as an Envoy external processor (docs/envoy.md)."""
+
+    host: str = Field(default="127.0.0.1", description="the gRPC listen address")
+    port: int = Field(default=9002, ge=0, le=65535, description="the gRPC port (0: any free one)")
+    profile_header: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9-]+$",
+        description="take the API-key profile from this request header, set by Envoy's own "
+        "authentication (Envoy must remove it from clients' requests); unset: from the "
+        "key Envoy forwards (auth.keys_file / keys_env), else none",
+    )
+    model_header: str = Field(
+        default="x-ft-gateway-model",
+        pattern=r"^[a-z0-9-]+$",
+        description="the header set to the model the engine gets, for Envoy to route by "
+        "(the route cache is cleared)",
+    )
+    deployment_header: str = Field(
+        default="x-ft-gateway-deployment",
+        pattern=r"^[a-z0-9-]+$",
+        description="with deployments: the header set to the deployment serving the model",
+    )
+    drain_timeout: float = Field(
+        default=5.0, ge=0, description="on SIGTERM: how long streams in flight may finish"
+    )
+
+
 class Settings(_Section):
     """Everything the gateway needs to start."""
 
@@ -242,6 +270,7 @@ class Settings(_Section):
         description="API keys and profiles limited to some models (others get a 404)",
     )
     capture: Capture = Field(default_factory=Capture)
+    extproc: ExtProc = Field(default_factory=ExtProc)
     # Where these settings came from (the config file and the flags), so that a
     # reload can read the file again (gateway/limits/reload.py).
     _source: tuple[str | None, dict[tuple[str, ...], Any]] | None = PrivateAttr(default=None)

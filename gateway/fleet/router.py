@@ -9,12 +9,27 @@ path costs one attribute test.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
+from gateway._types import Headers
 from gateway.errors import ModelNotFound
-from gateway.proxy.call import Call
+from gateway.observe.exchange import Exchange
+from gateway.policy.engine import Policy
+from gateway.routing.hint import Hint
 from gateway.state import GatewayState
 from gateway.upstream.engines import Target
+
+
+class Call(Protocol):
+    """What the router reads and writes of a request (proxy/call.py's Call): a protocol,
+    so that the reloader, which builds a router, imports no proxy."""
+
+    headers: Headers
+    record: Exchange
+    profile: str | None
+    target: Target | None
+    policy: Policy | None
+    hint: Hint
 
 
 class ModelRouter:

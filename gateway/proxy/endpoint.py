@@ -31,6 +31,7 @@ from gateway.errors import (
     UpstreamUnavailable,
     UpstreamUnreachable,
 )
+from gateway.jsonbody.parse import parse_request
 from gateway.limits.limiter import Ticket, reservation
 from gateway.proxy.call import Call
 from gateway.proxy.fanout import fan_out
@@ -38,7 +39,7 @@ from gateway.proxy.firstmessage import take_first
 from gateway.proxy.headers import DROP_UPSTREAM, filter_headers, with_request_id
 from gateway.proxy.openai import error_end
 from gateway.proxy.reply import reply
-from gateway.proxy.request import parse_request, read_body
+from gateway.proxy.request import read_body
 from gateway.proxy.route import Prepared, Route
 from gateway.proxy.watch import Watch
 from gateway.state import GatewayState
