@@ -16,6 +16,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, ValidationError
 
+from gateway.batches.config import Batches
 from gateway.deployments import URL_PATTERN, Deployment, ModelAccess
 from gateway.deployments import Upstream as Upstream  # the section's model, named here too
 from gateway.limits.config import Metering, RateLimits
@@ -39,6 +40,7 @@ _FILE_PATHS: tuple[tuple[str, ...], ...] = (
     ("store", "path"),
     ("server", "pidfile"),
     ("capture", "path"),
+    ("batches", "directory"),
 )
 
 
@@ -242,6 +244,7 @@ class Settings(_Section):
         description="API keys and profiles limited to some models (others get a 404)",
     )
     capture: Capture = Field(default_factory=Capture)
+    batches: Batches = Field(default_factory=Batches)
     # Where these settings came from (the config file and the flags), so that a
     # reload can read the file again (gateway/limits/reload.py).
     _source: tuple[str | None, dict[tuple[str, ...], Any]] | None = PrivateAttr(default=None)

@@ -24,6 +24,7 @@ from gateway.app.health import Health
 from gateway.app.mount import make_route
 from gateway.app.reload import Reloader
 from gateway.app.reloadable import load_reloadable
+from gateway.batches.mount import BatchService
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound, render
 from gateway.fleet.access import make_gate
 from gateway.fleet.engines import engine_dns, hinter_for, open_engines
@@ -170,6 +171,8 @@ def create_app(
                         settings.upstream.dns if not engines.fleet else engine_dns(settings, engine)
                     )
                     await stack.enter_async_context(discovering(engine.upstream, dns))
+                if batches is not None:
+                    await stack.enter_async_context(batches.serving())
                 yield
         finally:
             try:
@@ -188,6 +191,8 @@ def create_app(
         ("POST", path): ProxyEndpoint(state, make_route(state, path, store=store))
         for path in ROUTES
     }
+    # The Batch API: its lines go through these routes' own objects (batches/inprocess.py).
+    batches = BatchService.make(state, proxied, keys=lambda: reloader.keys)
     if settings.deployments:
         # A fleet answers its model list itself, from its table (fleet/models.py).
         models = ModelList(state)
@@ -202,6 +207,7 @@ def create_app(
     routes += [
         *fleet_routes,
         *stored_routes(state, store),
+        *(batches.routes() if batches is not None else ()),
         Route("/healthz", health.healthz, methods=["GET"]),
         Route("/readyz", health.readyz, methods=["GET"]),
     ]

@@ -13,8 +13,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.errors import InvalidRequest, NotFound
+from gateway.errors import GatewayError, InvalidRequest, NotFound
 from gateway.limits.meter import Usage
+from gateway.policy.engine import Policy
 from gateway.policy.values import json_type
 from gateway.proxy.call import Call
 from gateway.proxy.route import Prepared, Route
@@ -60,9 +61,21 @@ def mixed_input(value: Any) -> InvalidRequest | None:
 class PolicedRoute(Route):
     """A route served only where the policy declares it."""
 
-    async def prepare(self, call: Call, raw: bytes, body: dict[str, Any]) -> Prepared:
+    def _undeclared(self) -> NotFound | None:
+        """The 404 of this route where the policy does not declare it."""
         if self.state.policy.route(self.name or "") is None:
-            raise NotFound(f"Invalid URL ({call.record.method} {call.record.path}).")
+            return NotFound(f"Invalid URL (POST {self.name}).")
+        return None
+
+    def refusal(
+        self, body: dict[str, Any], *, policy: Policy, profile: str | None
+    ) -> GatewayError | None:
+        return self._undeclared() or super().refusal(body, policy=policy, profile=profile)
+
+    async def prepare(self, call: Call, raw: bytes, body: dict[str, Any]) -> Prepared:
+        undeclared = self._undeclared()
+        if undeclared is not None:
+            raise undeclared
         return await super().prepare(call, raw, body)
 
     def usage(self, answer: dict[str, Any]) -> Usage | None:
@@ -73,6 +86,16 @@ class EmbeddingsRoute(PolicedRoute):
     """POST /v1/embeddings."""
 
     row = ROUTES[EMBEDDINGS]
+
+    def refusal(
+        self, body: dict[str, Any], *, policy: Policy, profile: str | None
+    ) -> GatewayError | None:
+        undeclared = self._undeclared()
+        if undeclared is not None:
+            return undeclared
+        return mixed_input(body.get("input")) or super().refusal(
+            body, policy=policy, profile=profile
+        )
 
     async def prepare(self, call: Call, raw: bytes, body: dict[str, Any]) -> Prepared:
         # A shape no field rule states (one form per array), checked where the route is

@@ -1,0 +1,99 @@
+"""The Batch API's test helpers: JSONL input files, a batch polled to its end with the
+openai SDK (as users do), its output and error files read back by custom_id, and an
+engine wrapper counting what reaches it by X-Request-ID."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+import time
+from collections import Counter
+from typing import Any
+
+import openai
+from openai.types import Batch
+
+from tests.support.asgi import read_body
+
+FINAL = ("failed", "completed", "expired", "cancelled")
+DEADLINE = 120.0  # seconds: a loaded 2-core machine runs a 1,000-line batch in far less
+
+
+def jsonl(lines: list[Any]) -> bytes:
+    """A JSONL file of ``lines`` (a str is written as it is: a malformed line)."""
+    return b"".join(
+        (line if isinstance(line, str) else json.dumps(line)).encode() + b"\n" for line in lines
+    )
+
+
+def request(custom_id: str, url: str, body: dict[str, Any]) -> dict[str, Any]:
+    """One line of an input file."""
+    return {"custom_id": custom_id, "method": "POST", "url": url, "body": body}
+
+
+def upload(client: openai.OpenAI, content: bytes, name: str = "input.jsonl") -> str:
+    """The id of ``content`` uploaded with purpose batch."""
+    return client.files.create(file=(name, io.BytesIO(content)), purpose="batch").id
+
+
+def wait_for(client: openai.OpenAI, batch_id: str, statuses: tuple[str, ...] = FINAL) -> Batch:
+    """The batch once its status is one of ``statuses`` (polled, under a deadline)."""
+    deadline = time.monotonic() + DEADLINE
+    while True:
+        batch = client.batches.retrieve(batch_id)
+        if batch.status in statuses:
+            return batch
+        if time.monotonic() > deadline:
+            raise AssertionError(f"batch {batch_id} still {batch.status} after {DEADLINE} s")
+        time.sleep(0.05)
+
+
+def lines_of(client: openai.OpenAI, file_id: str | None) -> dict[str, dict[str, Any]]:
+    """An output or error file's lines by custom_id (each custom_id once: asserted)."""
+    if file_id is None:
+        return {}
+    rows = [json.loads(line) for line in client.files.content(file_id).text.splitlines()]
+    by_id = {row["custom_id"]: row for row in rows}
+    assert len(by_id) == len(rows), "a custom_id came back twice"
+    return by_id
+
+
+def same_answer(one: dict[str, Any], other: dict[str, Any]) -> bool:
+    """Whether two answers agree but for what differs per request (id, created)."""
+    strip = ("id", "created", "created_at")
+    return {k: v for k, v in one.items() if k not in strip} == {
+        k: v for k, v in other.items() if k not in strip
+    }
+
+
+class Received:
+    """An ASGI app that counts the POSTs reaching it by X-Request-ID (``ids``), and can
+    hold them (``hold``) until released."""
+
+    def __init__(self, app: Any) -> None:
+        self.app = app
+        self.ids: Counter[str] = Counter()
+        self.hold: asyncio.Event | None = None
+        self.answered = 0
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope["headers"])
+        self.ids[headers.get(b"x-request-id", b"").decode()] += 1
+        body = await read_body(receive)
+        if self.hold is not None:
+            await self.hold.wait()
+        sent = False
+
+        async def replay() -> Any:
+            nonlocal sent
+            if not sent:
+                sent = True
+                return {"type": "http.request", "body": body, "more_body": False}
+            return await receive()
+
+        await self.app(scope, replay, send)
+        self.answered += 1
