@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
+import threading
 import time
 from collections import Counter
 from typing import Any
@@ -14,7 +15,6 @@ from typing import Any
 import openai
 from openai.types import Batch
 
-from tests.support.asgi import read_body
 
 FINAL = ("failed", "completed", "expired", "cancelled")
 DEADLINE = 120.0  # seconds: a loaded 2-core machine runs a 1,000-line batch in far less
@@ -68,32 +68,29 @@ def same_answer(one: dict[str, Any], other: dict[str, Any]) -> bool:
 
 
 class Received:
-    """An ASGI app that counts the POSTs reaching it by X-Request-ID (``ids``), and can
-    hold them (``hold``) until released."""
+    """An ASGI app (served on its own thread) that counts the POSTs reaching it by
+    X-Request-ID (``ids``) and those it answered (``answered``); with ``limit`` set it
+    answers that many and holds the others until ``release`` is set."""
 
     def __init__(self, app: Any) -> None:
         self.app = app
         self.ids: Counter[str] = Counter()
-        self.hold: asyncio.Event | None = None
-        self.answered = 0
+        self.answered: Counter[str] = Counter()
+        self.limit: int | None = None
+        self.release = threading.Event()
+
+    @property
+    def held(self) -> int:
+        """Requests received and not answered (yet)."""
+        return sum(self.ids.values()) - sum(self.answered.values())
 
     async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
-        headers = dict(scope["headers"])
-        self.ids[headers.get(b"x-request-id", b"").decode()] += 1
-        body = await read_body(receive)
-        if self.hold is not None:
-            await self.hold.wait()
-        sent = False
-
-        async def replay() -> Any:
-            nonlocal sent
-            if not sent:
-                sent = True
-                return {"type": "http.request", "body": body, "more_body": False}
-            return await receive()
-
-        await self.app(scope, replay, send)
-        self.answered += 1
+        request_id = dict(scope["headers"]).get(b"x-request-id", b"").decode()
+        self.ids[request_id] += 1
+        if self.limit is not None and sum(self.answered.values()) >= self.limit:
+            await asyncio.to_thread(self.release.wait)
+        await self.app(scope, receive, send)
+        self.answered[request_id] += 1
