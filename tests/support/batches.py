@@ -15,7 +15,6 @@ from typing import Any
 import openai
 from openai.types import Batch
 
-
 FINAL = ("failed", "completed", "expired", "cancelled")
 DEADLINE = 120.0  # seconds: a loaded 2-core machine runs a 1,000-line batch in far less
 
