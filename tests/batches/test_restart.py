@@ -20,7 +20,7 @@ from tests.support.sdk import sync_sdk
 from tests.support.servers import ServerThread
 
 pytestmark = pytest.mark.anyio
-CHAT = "/v1/chat/completions"
+CHAT: Any = "/v1/chat/completions"
 LINES, ANSWERED, CONCURRENCY = 40, 10, 4
 
 
