@@ -5,6 +5,7 @@ only the lines in flight at the kill sent twice (the engine counts what it recei
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 from pathlib import Path
@@ -54,7 +55,8 @@ async def until(condition: Any, what: str) -> None:
 async def test_a_gateway_killed_mid_batch_finishes_it_when_started_again(tmp_path: Path) -> None:
     engine = Received(create_engine())
     engine.limit = ANSWERED
-    with ServerThread(engine) as server:
+    with ServerThread(engine) as server, contextlib.ExitStack() as stack:
+        stack.callback(engine.release.set)  # a held request must not outlive the test
         async with gateway_process(config=config(server.url, tmp_path), tmp=tmp_path) as first:
             url, _ = await first.serving()
             client = sync_sdk(url)

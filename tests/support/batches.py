@@ -76,6 +76,7 @@ class Received:
         self.ids: Counter[str] = Counter()
         self.answered: Counter[str] = Counter()
         self.limit: int | None = None
+        self.admitted = 0  # requests let through while ``limit`` is set
         self.release = threading.Event()
 
     @property
@@ -89,7 +90,9 @@ class Received:
             return
         request_id = dict(scope["headers"]).get(b"x-request-id", b"").decode()
         self.ids[request_id] += 1
-        if self.limit is not None and sum(self.answered.values()) >= self.limit:
+        if self.limit is not None and self.admitted >= self.limit:
             await asyncio.to_thread(self.release.wait)
+        else:
+            self.admitted += 1
         await self.app(scope, receive, send)
         self.answered[request_id] += 1
