@@ -40,7 +40,7 @@ def body(i: int) -> dict[str, Any]:
 
 @pytest.fixture
 def url(redis_server: RedisServer) -> Iterator[str]:
-    flags = {
+    flags: dict[str, Any] = {
         "batches__backend": "redis",
         "batches__url": redis_server.url,
         "batches__poll_seconds": 0.2,
@@ -121,7 +121,7 @@ async def test_of_two_gateways_on_one_redis_one_runs_a_batch_and_the_other_takes
             await until(lambda: engine.held == CONCURRENCY, "the runner's lines in flight")
             holder = store.get(PREFIX + f"lease:{batch.id}")
             assert holder is not None
-            pid = int(holder.decode().split(":")[1])
+            pid = int((holder.decode() if isinstance(holder, bytes) else holder).split(":")[1])
             running, other = (a, url_b) if pid == a.process.pid else (b, url_a)
             assert pid == running.process.pid  # one of the two, and only one, holds it
             assert engine.held == CONCURRENCY  # the other sends nothing meanwhile
