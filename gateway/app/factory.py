@@ -193,6 +193,8 @@ def create_app(
     }
     # The Batch API: its lines go through these routes' own objects (batches/inprocess.py).
     batches = BatchService.make(state, proxied, keys=lambda: reloader.keys)
+    if batches is not None:
+        metrics.batch_gauges = batches.runner.gauges
     if settings.deployments:
         # A fleet answers its model list itself, from its table (fleet/models.py).
         models = ModelList(state)
@@ -227,4 +229,5 @@ def create_app(
     app.state.key_count = len(live.keyring.keys) if live.keyring is not None else None
     app.state.metrics = metrics
     app.state.reloader = reloader
+    app.state.batches = batches
     return app

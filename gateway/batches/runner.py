@@ -42,6 +42,7 @@ from gateway.batches.pacing import Pace, interactive_waiting
 from gateway.batches.store import BatchStore, new_id
 from gateway.batches.validate import Line, check_file, models_of
 from gateway.errors import GatewayError, StoreUnavailable
+from gateway.observe.batchmetrics import BatchTallies
 from gateway.proxy.endpoint import Caller, ProxyEndpoint
 from gateway.state import GatewayState
 
@@ -76,6 +77,19 @@ class BatchRunner:
         self.finished: dict[str, int] = {}  # batches this process ended, by status
         self._lost: set[str] = set()
         self._nudged: asyncio.Event | None = None
+
+    def gauges(self, tallies: BatchTallies) -> None:
+        """Fill the batch metrics (read when /metrics is scraped)."""
+        tallies.unfinished = dict(self.unfinished)
+        tallies.finished = dict(self.finished)
+        tallies.lines = {
+            "completed": self.tally.completed,
+            "failed": self.tally.failed,
+            "retried": self.tally.retried,
+        }
+        tallies.cap = {name: pace.cap for name, pace in self.paces.items()}
+        tallies.in_flight = {name: pace.in_flight for name, pace in self.paces.items()}
+        tallies.backoffs = {name: pace.backoffs for name, pace in self.paces.items()}
 
     def nudge(self) -> None:
         """Look for work now (a batch was just created here)."""
