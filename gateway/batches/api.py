@@ -21,7 +21,6 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from gateway.batches.config import Batches
 from gateway.batches.objects import WINDOWS, batch_object
 from gateway.batches.runner import BatchRunner
 from gateway.batches.store import UNFINISHED, BatchStore, FileRecord, new_id
@@ -30,6 +29,7 @@ from gateway.observe.exchange import Exchange
 from gateway.proxy.headers import request_id_of
 from gateway.responses.store import owner_of
 from gateway.routes import ROUTES
+from gateway.settings import Batches
 from gateway.state import GatewayState
 
 FILES = "/v1/files"

@@ -23,9 +23,9 @@ import orjson
 import redis.asyncio as redis
 from redis.exceptions import RedisError, WatchError
 
-from gateway.batches.config import Batches
 from gateway.batches.store import FINAL, Change, FileRecord
 from gateway.errors import StoreUnavailable
+from gateway.settings import Batches
 
 T = TypeVar("T")
 _TIMEOUT = 5.0  # seconds: a large file takes a while to send

@@ -33,7 +33,6 @@ from typing import Any
 
 from gateway.access.keys import ApiKey
 from gateway.background import in_background
-from gateway.batches.config import Batches
 from gateway.batches.finish import finish_batch
 from gateway.batches.judge import judge_for, target_of
 from gateway.batches.lines import LeaseLost, LineSender, LineTally
@@ -44,6 +43,7 @@ from gateway.batches.validate import Line, check_file, models_of
 from gateway.errors import GatewayError, StoreUnavailable
 from gateway.observe.batchmetrics import BatchTallies
 from gateway.proxy.endpoint import Caller, ProxyEndpoint
+from gateway.settings import Batches
 from gateway.state import GatewayState
 
 logger = logging.getLogger("gateway.batches")

@@ -27,10 +27,10 @@ from typing import Any, TypeVar
 
 import orjson
 
-from gateway.batches.config import Batches
 from gateway.batches.store import FINAL, Change, FileRecord
 from gateway.errors import StoreUnavailable
 from gateway.responses.sqlitestore import BUSY_TIMEOUT, state_dir
+from gateway.settings import Batches
 
 FILE = "batches.sqlite3"
 T = TypeVar("T")

@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import orjson
 
-from gateway.batches.config import Batches
+from gateway.settings import Batches
 
 # A batch document's statuses: those a runner still has work in, and the final ones.
 UNFINISHED = ("validating", "in_progress", "finalizing", "cancelling")
