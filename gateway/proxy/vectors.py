@@ -73,9 +73,8 @@ class PolicedRoute(Route):
         return self._undeclared() or super().refusal(body, policy=policy, profile=profile)
 
     async def prepare(self, call: Call, raw: bytes, body: dict[str, Any]) -> Prepared:
-        undeclared = self._undeclared()
-        if undeclared is not None:
-            raise undeclared
+        if self.state.policy.route(self.name or "") is None:  # (_undeclared, without a call)
+            raise NotFound(f"Invalid URL (POST {self.name}).")
         return await super().prepare(call, raw, body)
 
     def usage(self, answer: dict[str, Any]) -> Usage | None:
