@@ -1,4 +1,5 @@
-"""``ft-gateway batches``: the batches in the store the config names, listed or cancelled.
+"""``ft-gateway batches``: the batches in the store the config names, listed (or one
+cancelled, with ``--cancel``).
 
 It reads the store directly (SQLite in the state directory, or Redis), so it
 works with or without a gateway running; a cancel is the same step as
@@ -25,14 +26,13 @@ from gateway.yamlsource import SourceError
 
 
 def add_arguments(p: Any) -> None:
-    """The command's verbs and flags."""
+    """The command's flags."""
     p.add_argument("--config", help="config file (default: $FT_GATEWAY_CONFIG or ./config.yaml)")
-    verbs = p.add_subparsers(dest="verb", required=True)
-    listing = verbs.add_parser("list", help="every batch, oldest first")
-    listing.add_argument("--status", help="only batches in this status (e.g. in_progress)")
-    listing.add_argument("--json", action="store_true", help="one Batch object per line")
-    cancel = verbs.add_parser("cancel", help="cancel a batch (its finished lines are kept)")
-    cancel.add_argument("batch_id", metavar="BATCH_ID")
+    p.add_argument("--status", help="list only batches in this status (e.g. in_progress)")
+    p.add_argument("--json", action="store_true", help="list one Batch object per line")
+    p.add_argument(
+        "--cancel", metavar="BATCH_ID", help="cancel this batch (its answered lines are kept)"
+    )
 
 
 def _row(doc: dict[str, Any]) -> str:
@@ -48,16 +48,16 @@ def _row(doc: dict[str, Any]) -> str:
 
 async def _run(store: BatchStore, args: argparse.Namespace) -> int:
     try:
-        if args.verb == "cancel":
+        if args.cancel is not None:
             try:
-                doc = await cancel_batch(store, args.batch_id, None)
+                doc = await cancel_batch(store, args.cancel, None)
             except GatewayError as exc:
                 print(f"ft-gateway batches: {exc.message}", file=sys.stderr)
                 return 1
             if doc is None:
-                print(f"ft-gateway batches: no batch {args.batch_id}", file=sys.stderr)
+                print(f"ft-gateway batches: no batch {args.cancel}", file=sys.stderr)
                 return 1
-            print(f"{args.batch_id}: {doc['batch']['status']}")
+            print(f"{args.cancel}: {doc['batch']['status']}")
             return 0
         docs = await store.list_batches(None)
         for doc in docs:

@@ -141,9 +141,9 @@ def test_the_command_lists_and_cancels_a_running_batch(
     client = sync_sdk(url)
     batch_id = create(client, 10)
     wait_for(client, batch_id, ("in_progress",))
-    assert main(["batches", "--config", str(config), "list", "--status", "in_progress"]) == 0
+    assert main(["batches", "--config", str(config), "--status", "in_progress"]) == 0
     assert batch_id in capsys.readouterr().out
-    assert main(["batches", "--config", str(config), "cancel", batch_id]) == 0
+    assert main(["batches", "--config", str(config), "--cancel", batch_id]) == 0
     assert capsys.readouterr().out.strip() == f"{batch_id}: cancelling"
     engine.release.set()
     batch = wait_for(client, batch_id)
@@ -152,7 +152,7 @@ def test_the_command_lists_and_cancels_a_running_batch(
     assert len(out) + len(errors) == 10
     unsent = [row for row in errors.values() if row["response"] is None]
     assert unsent and all(row["error"]["code"] == "batch_cancelled" for row in unsent)
-    assert main(["batches", "--config", str(config), "cancel", batch_id]) == 1
+    assert main(["batches", "--config", str(config), "--cancel", batch_id]) == 1
 
 
 def test_the_api_answers_openai_errors(chain: tuple[str, Received, FullDisk, Path]) -> None:
