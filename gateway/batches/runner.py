@@ -75,6 +75,7 @@ class BatchRunner:
         self.tally = LineTally()
         self.unfinished: dict[str, int] = {}  # unfinished batches by status, at the last poll
         self.finished: dict[str, int] = {}  # batches this process ended, by status
+        self.stopping: dict[str, str] = {}  # batches told to stop sending lines, and why
         self._lost: set[str] = set()
         self._nudged: asyncio.Event | None = None
 
@@ -158,6 +159,7 @@ class BatchRunner:
             logger.warning("batch %s: its lease was lost; stopped", batch_id)
         finally:
             self.running.pop(batch_id, None)
+            self.stopping.pop(batch_id, None)
             self._lost.discard(batch_id)
             with contextlib.suppress(StoreUnavailable):
                 await self.store.release(batch_id, self.holder)
@@ -327,7 +329,7 @@ class BatchRunner:
             traceparent=doc.get("traceparent"),
         )
         stop: list[str] = []
-        async with in_background(self._watch(batch_id, batch["expires_at"], stop)):
+        async with in_background(self._watch(batch_id, stop)):
             async with asyncio.TaskGroup() as group:
 
                 async def one(line: Line, pace: Pace) -> None:
@@ -361,14 +363,17 @@ class BatchRunner:
         ended = await self.store.update_batch(batch_id, finalizing)
         return ended["batch"]["status"] if ended is not None else "finalizing"
 
-    async def _watch(self, batch_id: str, expires_at: int, stop: list[str]) -> None:
-        """Stop sending a batch's lines once it is cancelled or its window ends."""
+    async def _watch(self, batch_id: str, stop: list[str]) -> None:
+        """Stop sending a batch's lines once it is cancelled or its window ends (as the
+        store has it: both may change while it runs)."""
         while not stop:
             await asyncio.sleep(min(self.settings.poll_seconds, 1.0))
-            if time.time() >= expires_at:
-                stop.append("expired")
-                return
             with contextlib.suppress(StoreUnavailable):
                 doc = await self.store.get_batch(batch_id)
-                if doc is not None and doc["batch"]["status"] == "cancelling":
+                if doc is None:
+                    continue
+                if time.time() >= doc["batch"]["expires_at"]:
+                    stop.append("expired")
+                elif doc["batch"]["status"] == "cancelling":
                     stop.append("cancelling")
+        self.stopping[batch_id] = stop[0]

@@ -6,10 +6,12 @@ from __future__ import annotations
 import contextlib
 import errno
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import httpx
 import openai
 import pytest
@@ -44,6 +46,7 @@ class FullDisk:
         self.store = store
         self.failures: dict[str, int] = {}
         self.failed: dict[str, int] = {}
+        self.runner: Any = None  # the gateway's runner (set by the fixture)
 
     def _fail(self, name: str) -> None:
         if self.failures.get(name, 0) > self.failed.get(name, 0):
@@ -81,6 +84,7 @@ def chain(tmp_path: Path) -> Iterator[tuple[str, Received, FullDisk, Path]]:
         service = app.state.batches
         disk = FullDisk(service.store)
         service.api.store = service.runner.store = disk
+        disk.runner = service.runner
         config = tmp_path / "config.yaml"
         config.write_text(json.dumps({"batches": {"directory": str(tmp_path / "b")}}))
         with ServerThread(app) as gateway:
@@ -177,3 +181,50 @@ def test_the_api_answers_openai_errors(chain: tuple[str, Received, FullDisk, Pat
     page = client.batches.list(limit=1)
     assert [b.id for b in page.data] == [second.id] and page.has_more
     assert [b.id for b in client.batches.list(after=second.id)] == [first.id]
+
+
+def test_a_batch_past_its_window_ends_expired_with_what_it_answered(
+    chain: tuple[str, Received, FullDisk, Path],
+) -> None:
+    url, engine, disk, _ = chain
+    runner = disk.runner
+    engine.limit = 3
+    client = sync_sdk(url)
+    batch_id = create(client, 8)
+    wait_for(client, batch_id, ("in_progress",))
+
+    def past(doc: dict[str, Any]) -> dict[str, Any]:
+        doc["batch"]["expires_at"] = 0
+        return doc
+
+    anyio.run(disk.store.update_batch, batch_id, past)
+    deadline = time.monotonic() + 60
+    while runner.stopping.get(batch_id) != "expired":  # told before the held lines end
+        assert time.monotonic() < deadline, "the runner never saw the window end"
+        time.sleep(0.01)
+    engine.release.set()
+    batch = wait_for(client, batch_id)
+    assert batch.status == "expired" and batch.expired_at is not None
+    errors = lines_of(client, batch.error_file_id)
+    unsent = [row for row in errors.values() if row["response"] is None]
+    assert unsent and all(row["error"]["code"] == "batch_expired" for row in unsent)
+    assert len(lines_of(client, batch.output_file_id)) + len(errors) == 8
+
+
+def test_files_past_their_expiry_are_gone(chain: tuple[str, Received, FullDisk, Path]) -> None:
+    url, _, disk, _ = chain
+    client = sync_sdk(url)
+    content = jsonl([request("a", CHAT, body(0))])
+    kept = upload(client, content)
+    brief = client.files.create(
+        file=("x.jsonl", content),
+        purpose="batch",
+        expires_after={"anchor": "created_at", "seconds": 3600},
+    )
+    assert brief.expires_at == brief.created_at + 3600
+    assert anyio.run(disk.store.sweep, brief.created_at + 3601) == 1  # the other has 30 days
+    with pytest.raises(openai.NotFoundError):
+        client.files.retrieve(brief.id)
+    assert (
+        client.files.retrieve(kept).expires_at == client.files.retrieve(kept).created_at + 2592000
+    )

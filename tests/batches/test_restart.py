@@ -57,7 +57,11 @@ async def test_a_gateway_killed_mid_batch_finishes_it_when_started_again(tmp_pat
     engine.limit = ANSWERED
     with ServerThread(engine) as server, contextlib.ExitStack() as stack:
         stack.callback(engine.release.set)  # a held request must not outlive the test
-        async with gateway_process(config=config(server.url, tmp_path), tmp=tmp_path) as first:
+        # Two workers: they share the store and its leases, and only one runs the batch.
+        first_gateway = gateway_process(
+            "--workers", "2", config=config(server.url, tmp_path), tmp=tmp_path
+        )
+        async with first_gateway as first:
             url, _ = await first.serving()
             client = sync_sdk(url)
             lines = [request(f"line-{i}", CHAT, body(i)) for i in range(LINES)]
