@@ -25,6 +25,7 @@ from gateway.batches.objects import WINDOWS, batch_object
 from gateway.batches.runner import BatchRunner
 from gateway.batches.store import UNFINISHED, BatchStore, FileRecord, new_id
 from gateway.errors import BodyTooLarge, GatewayError, InvalidRequest, NotFound, render
+from gateway.listing import page
 from gateway.observe.exchange import Exchange
 from gateway.proxy.headers import request_id_of
 from gateway.responses.store import owner_of
@@ -54,40 +55,6 @@ def _file_not_found(file_id: str) -> NotFound:
 
 def _batch_not_found(batch_id: str) -> NotFound:
     return NotFound(f"No batch found with id '{batch_id}'.", param="batch_id", code=None)
-
-
-def page(
-    items: list[dict[str, Any]], query: Any, *, default: int, most: int, order: str
-) -> dict[str, Any]:
-    """OpenAI's list object over ``items`` (oldest first): ``order``, ``after``, ``limit``."""
-    order = query.get("order", order)
-    if order not in ("asc", "desc"):
-        raise InvalidRequest(
-            f"Invalid value: '{order}'. Supported values are: 'asc' and 'desc'.", param="order"
-        )
-    try:
-        limit = int(query.get("limit", default))
-    except ValueError:
-        raise InvalidRequest("Invalid 'limit': expected an integer.", param="limit") from None
-    if not 1 <= limit <= most:
-        raise InvalidRequest(
-            f"Invalid 'limit': expected a value from 1 to {most}, but got {limit}.", param="limit"
-        )
-    ordered = items if order == "asc" else items[::-1]
-    after = query.get("after")
-    if after is not None:
-        ids = [item["id"] for item in ordered]
-        if after not in ids:
-            raise InvalidRequest(f"No object found with id '{after}'.", param="after")
-        ordered = ordered[ids.index(after) + 1 :]
-    data = ordered[:limit]
-    return {
-        "object": "list",
-        "data": data,
-        "first_id": data[0]["id"] if data else None,
-        "last_id": data[-1]["id"] if data else None,
-        "has_more": len(ordered) > limit,
-    }
 
 
 def _expiry(form: Any, default: float, now: int) -> int:
@@ -263,7 +230,7 @@ class BatchApi:
             for f in await self.store.list_files(owner)
             if purpose is None or f.purpose == purpose
         ]
-        return _json(page(files, request.query_params, default=10000, most=10000, order="desc"))
+        return _json(page(files, request.query_params, default=10000, most=10000))
 
     async def _file(self, request: Request, owner: str) -> FileRecord:
         file_id = request.path_params["file_id"]
@@ -406,7 +373,7 @@ class BatchApi:
     async def list_batches(self, request: Request, owner: str) -> Response:
         """GET /v1/batches (``after``, ``limit``), newest first."""
         batches = [await self._live(doc) for doc in await self.store.list_batches(owner)]
-        return _json(page(batches, request.query_params, default=20, most=100, order="desc"))
+        return _json(page(batches, request.query_params))
 
     async def cancel(self, request: Request, owner: str) -> Response:
         """POST /v1/batches/{batch_id}/cancel: cancelling until its lines in flight end."""

@@ -17,7 +17,17 @@ import redis
 
 from gateway.proxy.headers import engine_request_id
 from refengine import create_app as create_engine
-from tests.support.batches import Received, jsonl, lines_of, request, upload, wait_for
+from tests.support.batches import (
+    Received,
+    chat_line_body,
+    jsonl,
+    lines_of,
+    request,
+    runner_config,
+    until,
+    upload,
+    wait_for,
+)
 from tests.support.processes import gateway_process
 from tests.support.redisserver import RedisServer
 from tests.support.sdk import sync_sdk
@@ -27,15 +37,6 @@ from tests.support.vectors import engine, gateway
 CHAT: Any = "/v1/chat/completions"
 PREFIX = "ft-gateway:batch:"
 LINES, ANSWERED, CONCURRENCY = 30, 8, 3
-
-
-def body(i: int) -> dict[str, Any]:
-    return {
-        "model": "Qwen3.8-Flash-Next",
-        "messages": [{"role": "user", "content": f"Line {i} of the old town."}],
-        "max_tokens": 4,
-        "seed": i,
-    }
 
 
 @pytest.fixture
@@ -51,7 +52,7 @@ def url(redis_server: RedisServer) -> Iterator[str]:
 
 def test_files_and_batches_in_redis_are_their_keys_own(url: str) -> None:
     client = sync_sdk(url)
-    content = jsonl([request(f"r{i}", CHAT, body(i)) for i in range(5)])
+    content = jsonl([request(f"r{i}", CHAT, chat_line_body(i)) for i in range(5)])
     file_id = upload(client, content)
     assert client.files.retrieve(file_id).bytes == len(content)
     assert client.files.content(file_id).content == content
@@ -71,25 +72,6 @@ def test_files_and_batches_in_redis_are_their_keys_own(url: str) -> None:
         client.files.retrieve(file_id)
 
 
-def config(engine_url: str, redis_url: str) -> dict[str, Any]:
-    return {
-        "upstream": {"url": engine_url},
-        "batches": {
-            "backend": "redis",
-            "url": redis_url,
-            "poll_seconds": 0.2,
-            "lease_seconds": 2,
-            "concurrency": CONCURRENCY,
-        },
-    }
-
-
-async def until(condition: Any, what: str) -> None:
-    async with asyncio.timeout(60):
-        while not await asyncio.to_thread(condition):
-            await asyncio.sleep(0.05)
-
-
 @pytest.mark.anyio
 async def test_of_two_gateways_on_one_redis_one_runs_a_batch_and_the_other_takes_over(
     tmp_path: Path, redis_server: RedisServer
@@ -97,7 +79,7 @@ async def test_of_two_gateways_on_one_redis_one_runs_a_batch_and_the_other_takes
     store = redis.Redis.from_url(redis_server.url)
     engine = Received(create_engine())
     engine.limit = ANSWERED
-    settings = config("", redis_server.url)
+    settings = runner_config("", CONCURRENCY, backend="redis", url=redis_server.url)
     with ServerThread(engine) as server, contextlib.ExitStack() as stack:
         stack.callback(engine.release.set)  # a held request must not outlive the test
         settings["upstream"]["url"] = server.url
@@ -107,7 +89,7 @@ async def test_of_two_gateways_on_one_redis_one_runs_a_batch_and_the_other_takes
         ):
             (url_a, _), (url_b, _) = await a.serving(), await b.serving()
             client = sync_sdk(url_a)
-            lines = [request(f"line-{i}", CHAT, body(i)) for i in range(LINES)]
+            lines = [request(f"line-{i}", CHAT, chat_line_body(i)) for i in range(LINES)]
             file_id = await asyncio.to_thread(upload, client, jsonl(lines))
             batch = await asyncio.to_thread(
                 client.batches.create, input_file_id=file_id, endpoint=CHAT, completion_window="24h"

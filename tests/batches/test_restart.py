@@ -15,7 +15,17 @@ import pytest
 
 from gateway.proxy.headers import engine_request_id
 from refengine import create_app as create_engine
-from tests.support.batches import Received, jsonl, lines_of, request, upload, wait_for
+from tests.support.batches import (
+    Received,
+    chat_line_body,
+    jsonl,
+    lines_of,
+    request,
+    runner_config,
+    until,
+    upload,
+    wait_for,
+)
 from tests.support.processes import gateway_process
 from tests.support.sdk import sync_sdk
 from tests.support.servers import ServerThread
@@ -25,46 +35,23 @@ CHAT: Any = "/v1/chat/completions"
 LINES, ANSWERED, CONCURRENCY = 40, 10, 4
 
 
-def body(i: int) -> dict[str, Any]:
-    return {
-        "model": "Qwen3.8-Flash-Next",
-        "messages": [{"role": "user", "content": f"Line {i} of the old town."}],
-        "max_tokens": 4,
-        "seed": i,
-    }
-
-
-def config(engine_url: str, tmp: Path) -> dict[str, Any]:
-    return {
-        "upstream": {"url": engine_url},
-        "batches": {
-            "directory": str(tmp / "batches"),
-            "poll_seconds": 0.2,
-            "lease_seconds": 2,
-            "concurrency": CONCURRENCY,
-        },
-    }
-
-
-async def until(condition: Any, what: str) -> None:
-    async with asyncio.timeout(60):
-        while not await asyncio.to_thread(condition):
-            await asyncio.sleep(0.05)
-
-
 async def test_a_gateway_killed_mid_batch_finishes_it_when_started_again(tmp_path: Path) -> None:
     engine = Received(create_engine())
     engine.limit = ANSWERED
     with ServerThread(engine) as server, contextlib.ExitStack() as stack:
         stack.callback(engine.release.set)  # a held request must not outlive the test
+        settings = runner_config(server.url, CONCURRENCY, directory=str(tmp_path / "batches"))
         # Two workers: they share the store and its leases, and only one runs the batch.
         first_gateway = gateway_process(
-            "--workers", "2", config=config(server.url, tmp_path), tmp=tmp_path
+            "--workers",
+            "2",
+            config=settings,
+            tmp=tmp_path,
         )
         async with first_gateway as first:
             url, _ = await first.serving()
             client = sync_sdk(url)
-            lines = [request(f"line-{i}", CHAT, body(i)) for i in range(LINES)]
+            lines = [request(f"line-{i}", CHAT, chat_line_body(i)) for i in range(LINES)]
             file_id = await asyncio.to_thread(upload, client, jsonl(lines))
             batch = await asyncio.to_thread(
                 client.batches.create,
@@ -87,7 +74,10 @@ async def test_a_gateway_killed_mid_batch_finishes_it_when_started_again(tmp_pat
         in_flight = {i for i, n in engine.ids.items() if i not in engine.answered}
         engine.limit = None
         engine.release.set()
-        async with gateway_process(config=config(server.url, tmp_path), tmp=tmp_path) as second:
+        async with gateway_process(
+            config=settings,
+            tmp=tmp_path,
+        ) as second:
             url, _ = await second.serving()
             client = sync_sdk(url)
             done = await asyncio.to_thread(wait_for, client, batch.id)

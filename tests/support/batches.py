@@ -10,6 +10,7 @@ import json
 import threading
 import time
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
 import openai
@@ -96,3 +97,37 @@ class Received:
             self.admitted += 1
         await self.app(scope, receive, send)
         self.answered[request_id] += 1
+
+
+async def until(condition: Callable[[], bool], what: str) -> None:
+    """Poll ``condition`` (a blocking call, run on a thread) until it holds, under a
+    deadline."""
+    try:
+        async with asyncio.timeout(DEADLINE):
+            while not await asyncio.to_thread(condition):
+                await asyncio.sleep(0.05)
+    except TimeoutError:
+        raise AssertionError(f"timed out waiting for {what}") from None
+
+
+def runner_config(engine_url: str, concurrency: int, **batches: Any) -> dict[str, Any]:
+    """A gateway process's config: ``engine_url``, batches polled often, leases short."""
+    return {
+        "upstream": {"url": engine_url},
+        "batches": {
+            "poll_seconds": 0.2,
+            "lease_seconds": 2,
+            "concurrency": concurrency,
+            **batches,
+        },
+    }
+
+
+def chat_line_body(i: int) -> dict[str, Any]:
+    """A short seeded chat request for the reference engine."""
+    return {
+        "model": "Qwen3.8-Flash-Next",
+        "messages": [{"role": "user", "content": f"Line {i} of the old town."}],
+        "max_tokens": 4,
+        "seed": i,
+    }
