@@ -12,7 +12,7 @@ from typing import Any
 
 from gateway import __version__
 from gateway.app.factory import create_app
-from gateway.commands import cases, check, diff, explain, reload, schema
+from gateway.commands import batches, cases, check, diff, explain, reload, schema
 from gateway.extproc import command as extproc_command
 from gateway.observe.logs import setup_logging
 from gateway.observe.startup import startup_record
@@ -144,6 +144,18 @@ def _add_policy_commands(sub: Any) -> None:
     )
 
 
+def _add_batches(sub: Any) -> None:
+    batches.add_arguments(
+        sub.add_parser(
+            "batches",
+            help="list or cancel the Batch API's batches (docs/batches.md)",
+            description="Read the batch store the config names (no gateway needs to run). "
+            "Exit 0 done, 1 no such batch or one that has ended, 2 the config or store "
+            "cannot be read.",
+        )
+    )
+
+
 def serve(args: argparse.Namespace) -> int:
     """Load settings and policy, then run uvicorn until stopped."""
     overrides = {
@@ -206,6 +218,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     _add_extproc(sub)
     _add_probe(sub)
     _add_policy_commands(sub)
+    _add_batches(sub)
     commands: dict[str, Command] = {
         "serve": serve,
         "extproc": extproc_command.run,
@@ -216,6 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "test": cases.run,
         "diff": diff.run,
         "reload": reload.run,
+        "batches": batches.run,
     }
     args = parser.parse_args(argv)
     return commands[args.command](args)

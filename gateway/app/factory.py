@@ -23,6 +23,7 @@ from gateway.app.health import Health
 from gateway.app.mount import make_route
 from gateway.app.reload import Reloader
 from gateway.app.reloadable import Reloadable, load_reloadable
+from gateway.batches.mount import BatchService
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound, render
 from gateway.fleet.access import make_gate
 from gateway.fleet.engines import engine_dns, hinter_for, open_engines
@@ -167,6 +168,8 @@ def create_app(
                         settings.upstream.dns if not engines.fleet else engine_dns(settings, engine)
                     )
                     await stack.enter_async_context(discovering(engine.upstream, dns))
+                if batches is not None:
+                    await stack.enter_async_context(batches.serving())
                 yield
         finally:
             try:
@@ -185,6 +188,10 @@ def create_app(
         ("POST", path): ProxyEndpoint(state, make_route(state, path, store=store))
         for path in ROUTES
     }
+    # The Batch API: its lines go through these routes' own objects (batches/inprocess.py).
+    batches = BatchService.make(state, proxied, keys=lambda: reloader.keys)
+    if batches is not None:
+        metrics.batch_gauges = batches.runner.gauges
     if settings.deployments:
         # A fleet answers its model list itself, from its table (fleet/models.py).
         models = ModelList(state)
@@ -199,6 +206,7 @@ def create_app(
     routes += [
         *fleet_routes,
         *stored_routes(state, store),
+        *(batches.routes() if batches is not None else ()),
         Route("/healthz", health.healthz, methods=["GET"]),
         Route("/readyz", health.readyz, methods=["GET"]),
     ]
@@ -218,4 +226,5 @@ def create_app(
     app.state.key_count = len(live.keyring.keys) if live.keyring is not None else None
     app.state.metrics = metrics
     app.state.reloader = reloader
+    app.state.batches = batches
     return app

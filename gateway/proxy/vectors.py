@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.errors import NotFound
+from gateway.errors import GatewayError, NotFound
 from gateway.jsonbody.shapes import mixed_input
 from gateway.limits.meter import Usage
+from gateway.policy.engine import Policy
 from gateway.proxy.call import Call
 from gateway.proxy.route import Prepared, Route
 from gateway.routes import DETOKENIZE, EMBEDDINGS, RERANK, RERANK_BARE, ROUTES, TOKENIZE
@@ -41,9 +42,20 @@ class PolicedRoute(Route):
     DECLARED_ONLY names these routes for the external processor; a test keeps the two
     alike)."""
 
-    async def prepare(self, call: Call, raw: bytes, body: dict[str, Any]) -> Prepared:
+    def _undeclared(self) -> NotFound | None:
+        """The 404 of this route where the policy does not declare it."""
         if self.state.policy.route(self.name or "") is None:
-            raise NotFound(f"Invalid URL ({call.record.method} {call.record.path}).")
+            return NotFound(f"Invalid URL (POST {self.name}).")
+        return None
+
+    def refusal(
+        self, body: dict[str, Any], *, policy: Policy, profile: str | None
+    ) -> GatewayError | None:
+        return self._undeclared() or super().refusal(body, policy=policy, profile=profile)
+
+    async def prepare(self, call: Call, raw: bytes, body: dict[str, Any]) -> Prepared:
+        if self.state.policy.route(self.name or "") is None:  # (_undeclared, without a call)
+            raise NotFound(f"Invalid URL (POST {self.name}).")
         return await super().prepare(call, raw, body)
 
     def usage(self, answer: dict[str, Any]) -> Usage | None:
@@ -54,6 +66,16 @@ class EmbeddingsRoute(PolicedRoute):
     """POST /v1/embeddings."""
 
     row = ROUTES[EMBEDDINGS]
+
+    def refusal(
+        self, body: dict[str, Any], *, policy: Policy, profile: str | None
+    ) -> GatewayError | None:
+        undeclared = self._undeclared()
+        if undeclared is not None:
+            return undeclared
+        return mixed_input(body.get("input")) or super().refusal(
+            body, policy=policy, profile=profile
+        )
 
     async def prepare(self, call: Call, raw: bytes, body: dict[str, Any]) -> Prepared:
         # A shape no field rule states (one form per array), checked where the route is

@@ -168,7 +168,9 @@ class TranslatedResponses(Route):
         store = self.store is not None and body.get("store") is not False
         # Who may read it: worked out only where a store is (a digest per request).
         headers = call.headers
-        owner = owner_of(record.client, _authorization(headers)) if self.store else ""
+        owner = (
+            (call.owner or owner_of(record.client, _authorization(headers))) if self.store else ""
+        )
         previous = approved.get("previous_response_id")
         history = [] if previous is None else await read_history(self.store, previous, owner)
         response_id = new_id("resp")
