@@ -81,6 +81,15 @@ class Limits(_Section):
         ge=1024,
         description="largest streamed engine answer; past it the stream ends with an error event",
     )
+    max_response_header_bytes: int = Field(
+        default=64 * 1024,
+        ge=1024,
+        description="an engine answer's status line and headers; more is a 502 "
+        "(upstream_header_too_large)",
+    )
+    max_response_headers: int = Field(
+        default=100, ge=8, description="header lines of an engine answer; more is a 502"
+    )
 
 
 class Server(_Section):
