@@ -78,6 +78,7 @@ class Tallies:
     decisions: dict[tuple[str, str, str], int] = field(default_factory=dict)
     # Would-be refusals of report-only rules, by (route, field, the error code).
     reported: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    answer_violations: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
     latency: dict[str, Histogram] = field(default_factory=dict)
     ttfb: dict[str, Histogram] = field(default_factory=dict)
     upstream_errors: dict[str, int] = field(default_factory=dict)
@@ -109,6 +110,7 @@ class Tallies:
         add_counts(self.requests, other.requests)
         add_counts(self.decisions, other.decisions)
         add_counts(self.reported, other.reported)
+        add_counts(self.answer_violations, other.answer_violations)
         add_counts(self.upstream_errors, other.upstream_errors)
         add_counts(self.disconnects, other.disconnects)
         add_counts(self.reloads, other.reloads)
@@ -200,6 +202,8 @@ class Metrics:
             for outcome in exchange.report.fields:
                 vkey = (route, self._field_label(outcome.field), outcome.detail)
                 t.reported[vkey] = t.reported.get(vkey, 0) + 1
+            if exchange.answers:
+                self._count_answers(route, exchange, enforced=False)
         if exchange.client_disconnected:
             t.disconnects[route] = t.disconnects.get(route, 0) + 1
         if exchange.rate_limited is not None:
@@ -233,8 +237,18 @@ class Metrics:
         if exchange.error_code is not None or (exchange.upstream_status or 0) >= 500:
             self._count_upstream_error(exchange)
 
+    def _count_answers(self, route: str, exchange: Exchange, *, enforced: bool) -> None:
+        # (reported ones counted where the report is read, the enforced where the error is)
+        found = self.tallies.answer_violations
+        for violation in exchange.answers:
+            if violation.enforced is enforced:
+                key = (route, violation.check, violation.code or "", str(enforced).lower())
+                found[key] = found.get(key, 0) + 1
+
     def _count_upstream_error(self, exchange: Exchange) -> None:
         t = self.tallies
+        if exchange.answers:
+            self._count_answers(exchange.route or exchange.path, exchange, enforced=True)
         kind = None if exchange.engine_error else exchange.error_code
         if kind is None or kind not in UPSTREAM_CODES:
             kind = "engine_5xx" if (exchange.upstream_status or 0) >= 500 else None
@@ -367,6 +381,13 @@ def families(t: Tallies) -> Iterator[Metric]:
         "route, field and verdict: the error code the client would have got with its 400.",
         ["route", "field", "verdict"],
         t.reported,
+    )
+    yield counter(
+        "ft_gateway_answer_violations",
+        "Engine answers that broke what their request asked, by route, answer check, error "
+        "code and whether it was enforced (a 502 or an error event) or only reported.",
+        ["route", "check", "code", "enforced"],
+        t.answer_violations,
     )
 
     for name, doc, hists in (
