@@ -65,7 +65,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         '{"enable_thinking": false}}\'',
     )
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
-    parser.add_argument("--max-requests", type=int, default=120, help="request budget")
+    parser.add_argument(
+        "--max-requests",
+        type=int,
+        default=None,
+        help="request budget (default: the most the probe of the routes sends; with JSON "
+        "mode honoured, its schema keywords take about 500)",
+    )
     parser.add_argument(
         "--seed-under-load",
         choices=SEED_CHOICES,
@@ -120,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
         extra = _extra(args.extra)
         if not args.upstream.startswith(("http://", "https://")):
             raise ValueError(f"--upstream must be an http(s) URL, got {args.upstream!r}")
-        if args.timeout <= 0 or args.max_requests < 1:
+        if args.timeout <= 0 or (args.max_requests is not None and args.max_requests < 1):
             raise ValueError("--timeout and --max-requests must be positive")
         _check_target(args.out, "--out")
         _check_target(args.report, "--report")
@@ -129,12 +135,13 @@ def run(args: argparse.Namespace) -> int:
         return 2
     routes = ROUTES[args.route]
     api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
-    progress = Progress(min(planned_requests(routes), args.max_requests))
+    budget = planned_requests(routes) if args.max_requests is None else args.max_requests
+    progress = Progress(min(planned_requests(routes), budget))
     client = EngineClient(
         args.upstream,
         api_key=api_key,
         timeout=args.timeout,
-        max_requests=args.max_requests,
+        max_requests=budget,
         on_request=lambda: progress.update(done=client.sent),
     )
     try:

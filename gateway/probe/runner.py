@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-from gateway.probe import checks, messages, sampling, seed, vectors
+from gateway.probe import checks, messages, sampling, seed, structured, vectors
 from gateway.probe.client import BudgetSpent, EngineClient
 from gateway.probe.context import (
     FREE_SAMPLES,
@@ -21,7 +21,8 @@ from gateway.probe.context import (
 from gateway.probe.progress import Progress
 from gateway.probe.responses import REQUESTS, RESPONSES, ResponsesProbe, probe_responses
 from gateway.probe.route import CHAT, ProbeRoute
-from gateway.probe.verdict import INCONCLUSIVE, Verdict
+from gateway.probe.structured import StructuredProbe, probe_native_keywords, probe_structured
+from gateway.probe.verdict import HONOURED, INCONCLUSIVE, Verdict
 
 
 @dataclass(frozen=True)
@@ -82,7 +83,12 @@ def planned_requests(routes: Sequence[str]) -> int:
     chat_like = [r for r in routes if r != RESPONSES and r not in vectors.REQUESTS]
     native = REQUESTS if RESPONSES in routes else 0
     native += sum(vectors.REQUESTS.get(r, 0) for r in routes)
-    return native + sum(baseline + sum(c.requests for c in checks_for(r)) for r in chat_like)
+    below = (
+        structured.planned(keywords_too=True, native=RESPONSES in routes) if CHAT in routes else 0
+    )
+    return (
+        native + below + sum(baseline + sum(c.requests for c in checks_for(r)) for r in chat_like)
+    )
 
 
 @dataclass
@@ -109,6 +115,7 @@ class ProbeResult:
     routes: list[RouteResult] = field(default_factory=list)
     requests: int = 0
     responses: ResponsesProbe | None = None  # when /v1/responses was probed
+    structured: StructuredProbe | None = None  # below the field, when chat was probed
 
     def route(self, path: str) -> RouteResult | None:
         return next((r for r in self.routes if r.route == path), None)
@@ -144,6 +151,10 @@ def probe_engine(
                 result.responses = probe_responses(client, model=model, extra=result.extra)
             except BudgetSpent as exc:
                 result.responses = ResponsesProbe(False, f"not measured: {exc}")
+            text = result.responses.verdict("text")
+            if result.structured is not None and text is not None and text.outcome == HONOURED:
+                show(f"{path} native keywords")
+                probe_native_keywords(client, result.structured, model=model, extra=result.extra)
             continue
         if path in vectors.PROBES:
             show(path)
@@ -167,6 +178,10 @@ def probe_engine(
                 gave_up = not _revive(probe)
             verdicts.append(_run(check, probe))
         result.routes.append(RouteResult(path, verdicts, probe.baseline))
+        if path == CHAT:
+            show(f"{path} tools and schema keywords")
+            json_mode = result.routes[-1].verdict("response_format")
+            result.structured = probe_structured(probe, json_mode=json_mode)
     show("done")
     result.requests = client.sent
     if result.routes and all(r.error is not None for r in result.routes):

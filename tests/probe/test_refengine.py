@@ -108,7 +108,8 @@ def probed(
     extra = NO_THINKING if mode == "patched" else {}
     app = create_engine(unpatched_sampler=mode == "unpatched")
     with ServerThread(app) as engine:
-        with EngineClient(engine.url, timeout=30) as client:
+        budget = planned_requests([CHAT, COMPLETIONS])
+        with EngineClient(engine.url, timeout=30, max_requests=budget) as client:
             result = probe_engine(
                 client,
                 upstream=engine.url,
