@@ -16,6 +16,7 @@ from gateway.probe.cases import cases_path, probe_cases
 from gateway.probe.client import EngineClient
 from gateway.probe.clients import judge_clients, report_lines
 from gateway.probe.context import ProbeError
+from gateway.probe.keywords import SAMPLES as KEYWORD_SAMPLES
 from gateway.probe.progress import Progress
 from gateway.probe.report import render_markdown, render_table
 from gateway.probe.responses import RESPONSES
@@ -73,6 +74,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "mode honoured, its schema keywords take about 500)",
     )
     parser.add_argument(
+        "--keyword-samples",
+        type=int,
+        default=KEYWORD_SAMPLES,
+        help="answers per JSON-Schema keyword case (its control takes half as many); fewer "
+        "is quicker and less sure",
+    )
+    parser.add_argument(
         "--seed-under-load",
         choices=SEED_CHOICES,
         default="pass",
@@ -128,6 +136,8 @@ def run(args: argparse.Namespace) -> int:
             raise ValueError(f"--upstream must be an http(s) URL, got {args.upstream!r}")
         if args.timeout <= 0 or (args.max_requests is not None and args.max_requests < 1):
             raise ValueError("--timeout and --max-requests must be positive")
+        if args.keyword_samples < 1:
+            raise ValueError("--keyword-samples must be positive")
         _check_target(args.out, "--out")
         _check_target(args.report, "--report")
     except ValueError as exc:
@@ -135,8 +145,9 @@ def run(args: argparse.Namespace) -> int:
         return 2
     routes = ROUTES[args.route]
     api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
-    budget = planned_requests(routes) if args.max_requests is None else args.max_requests
-    progress = Progress(min(planned_requests(routes), budget))
+    plan = planned_requests(routes, keyword_samples=args.keyword_samples)
+    budget = plan if args.max_requests is None else args.max_requests
+    progress = Progress(min(plan, budget))
     client = EngineClient(
         args.upstream,
         api_key=api_key,
@@ -153,6 +164,7 @@ def run(args: argparse.Namespace) -> int:
                 routes=routes,
                 extra=extra,
                 progress=progress,
+                keyword_samples=args.keyword_samples,
             )
     except ProbeError as exc:
         progress.close()

@@ -41,7 +41,7 @@ from gateway.schemas.validator import validator
 
 SAMPLES = 8
 CONTROL_SAMPLES = 4
-MAX_TOKENS = 200
+MAX_TOKENS = 128
 PROMPT = "Answer in JSON, following the schema."
 SEED = 4100  # sample i is sent with seed SEED + i
 
@@ -235,9 +235,10 @@ def _judge(
     return tally, None
 
 
-def measure(case: KeywordCase, send: Send, read: Read) -> Verdict:
-    """The verdict on one case (SAMPLES answers, then the control if it held)."""
-    answers = [send(wrapped(case.schema), SEED + i) for i in range(SAMPLES)]
+def measure(case: KeywordCase, send: Send, read: Read, *, samples: int = SAMPLES) -> Verdict:
+    """The verdict on one case (``samples`` answers, then the control if it held: half as
+    many)."""
+    answers = [send(wrapped(case.schema), SEED + i) for i in range(samples)]
     sent = compact({"v": case.schema}, 160)
     trial = Trial(sent, f"{len(answers)} answers")
     tally, bad = _judge(case.name, case.schema, answers, read, trial)
@@ -246,7 +247,7 @@ def measure(case: KeywordCase, send: Send, read: Read) -> Verdict:
     counted = f"{tally.broke} of {tally.judged} answers broke it"
     cut = f" ({tally.cut} cut short or off-shape, not counted)" if tally.cut else ""
     trial = Trial(sent, counted + cut)
-    if tally.judged < SAMPLES // 2:
+    if tally.judged < max(1, samples // 2):
         return Verdict(case.name, INCONCLUSIVE, f"{counted}{cut}: too few to tell", (trial,))
     rate = tally.broke / tally.judged
     if tally.broke:
@@ -257,7 +258,8 @@ def measure(case: KeywordCase, send: Send, read: Read) -> Verdict:
             (trial,),
             rate=rate,
         )
-    control = [send(wrapped(case.without_keyword()), SEED + i) for i in range(CONTROL_SAMPLES)]
+    controls = max(1, samples * CONTROL_SAMPLES // SAMPLES)
+    control = [send(wrapped(case.without_keyword()), SEED + i) for i in range(controls)]
     free, bad = _judge(case.name, case.schema, control, read, trial)
     if bad is not None or not free.judged:
         return Verdict(
@@ -285,14 +287,15 @@ def measure(case: KeywordCase, send: Send, read: Read) -> Verdict:
     )
 
 
-def measure_all(send: Send, read: Read) -> list[Verdict]:
+def measure_all(send: Send, read: Read, *, samples: int = SAMPLES) -> list[Verdict]:
     """The verdict on every case, in table order."""
-    return [measure(case, send, read) for case in CASES]
+    return [measure(case, send, read, samples=samples) for case in CASES]
 
 
-def planned(keywords: bool = True) -> int:
+def planned(keywords: bool = True, *, samples: int = SAMPLES) -> int:
     """The most requests the keyword probe sends."""
-    return len(CASES) * (SAMPLES + CONTROL_SAMPLES) if keywords else 0
+    controls = max(1, samples * CONTROL_SAMPLES // SAMPLES)
+    return len(CASES) * (samples + controls) if keywords else 0
 
 
 def case_named(name: str) -> KeywordCase:

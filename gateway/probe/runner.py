@@ -18,6 +18,7 @@ from gateway.probe.context import (
     Probe,
     ProbeError,
 )
+from gateway.probe.keywords import SAMPLES as KEYWORD_SAMPLES
 from gateway.probe.progress import Progress
 from gateway.probe.responses import REQUESTS, RESPONSES, ResponsesProbe, probe_responses
 from gateway.probe.route import CHAT, ProbeRoute
@@ -77,14 +78,16 @@ def checks_for(route: str) -> list[Check]:
     return [c for c in CHECKS if route == CHAT or not c.chat_only]
 
 
-def planned_requests(routes: Sequence[str]) -> int:
+def planned_requests(routes: Sequence[str], *, keyword_samples: int = KEYWORD_SAMPLES) -> int:
     """The most requests a probe of ``routes`` sends."""
     baseline = GREEDY_SAMPLES + FREE_SAMPLES
     chat_like = [r for r in routes if r != RESPONSES and r not in vectors.REQUESTS]
     native = REQUESTS if RESPONSES in routes else 0
     native += sum(vectors.REQUESTS.get(r, 0) for r in routes)
     below = (
-        structured.planned(keywords_too=True, native=RESPONSES in routes) if CHAT in routes else 0
+        structured.planned(keywords_too=True, native=RESPONSES in routes, samples=keyword_samples)
+        if CHAT in routes
+        else 0
     )
     return (
         native + below + sum(baseline + sum(c.requests for c in checks_for(r)) for r in chat_like)
@@ -131,8 +134,10 @@ def probe_engine(
     progress: Progress | None = None,
     today: date | None = None,
     before_wave: BeforeWave | None = None,
+    keyword_samples: int = KEYWORD_SAMPLES,
 ) -> ProbeResult:
     """Probe each route; ProbeError when the engine answers no route's plain request.
+    ``keyword_samples``: answers per JSON-Schema keyword case (keywords.py).
 
     A route whose plain request fails is kept with its ``error`` and no verdicts.
     ``before_wave``: see load.py (tests hold the reference engine's steps with it).
@@ -154,7 +159,13 @@ def probe_engine(
             text = result.responses.verdict("text")
             if result.structured is not None and text is not None and text.outcome == HONOURED:
                 show(f"{path} native keywords")
-                probe_native_keywords(client, result.structured, model=model, extra=result.extra)
+                probe_native_keywords(
+                    client,
+                    result.structured,
+                    model=model,
+                    extra=result.extra,
+                    samples=keyword_samples,
+                )
             continue
         if path in vectors.PROBES:
             show(path)
@@ -181,7 +192,9 @@ def probe_engine(
         if path == CHAT:
             show(f"{path} tools and schema keywords")
             json_mode = result.routes[-1].verdict("response_format")
-            result.structured = probe_structured(probe, json_mode=json_mode)
+            result.structured = probe_structured(
+                probe, json_mode=json_mode, samples=keyword_samples
+            )
     show("done")
     result.requests = client.sent
     if result.routes and all(r.error is not None for r in result.routes):

@@ -53,7 +53,9 @@ def _measured(run: Callable[[], list[Verdict]], names: list[str]) -> list[Verdic
         return [Verdict(n, INCONCLUSIVE, f"not measured: {exc}") for n in names]
 
 
-def probe_structured(probe: Probe, *, json_mode: Verdict | None) -> StructuredProbe:
+def probe_structured(
+    probe: Probe, *, json_mode: Verdict | None, samples: int = keywords.SAMPLES
+) -> StructuredProbe:
     """Tool calling, then every keyword case when ``json_mode`` (the chat
     response_format verdict) is honoured."""
     found = StructuredProbe()
@@ -82,7 +84,7 @@ def probe_structured(probe: Probe, *, json_mode: Verdict | None) -> StructuredPr
         return probe.route.text(answer), _finish(answer)
 
     found.keywords = _measured(
-        lambda: keywords.measure_all(send, read), [c.name for c in keywords.CASES]
+        lambda: keywords.measure_all(send, read, samples=samples), [c.name for c in keywords.CASES]
     )
     return found
 
@@ -101,7 +103,12 @@ def _output_text(answer: Answer) -> tuple[str | None, str | None]:
 
 
 def probe_native_keywords(
-    client: EngineClient, found: StructuredProbe, *, model: str, extra: dict[str, Any]
+    client: EngineClient,
+    found: StructuredProbe,
+    *,
+    model: str,
+    extra: dict[str, Any],
+    samples: int = keywords.SAMPLES,
 ) -> None:
     """Every keyword case on the engine's own /v1/responses, as ``text.format``."""
 
@@ -120,10 +127,15 @@ def probe_native_keywords(
         return client.post(RESPONSES, body)
 
     found.native_keywords = _measured(
-        lambda: keywords.measure_all(send, _output_text), [c.name for c in keywords.CASES]
+        lambda: keywords.measure_all(send, _output_text, samples=samples),
+        [c.name for c in keywords.CASES],
     )
 
 
-def planned(*, keywords_too: bool, native: bool) -> int:
+def planned(*, keywords_too: bool, native: bool, samples: int = keywords.SAMPLES) -> int:
     """The most requests this probe sends."""
-    return tools.planned() + keywords.planned(keywords_too) + keywords.planned(native)
+    return (
+        tools.planned()
+        + keywords.planned(keywords_too, samples=samples)
+        + keywords.planned(native, samples=samples)
+    )

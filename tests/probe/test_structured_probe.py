@@ -127,7 +127,8 @@ def test_the_written_policy_passes_tools_and_checks_answers(
     result, policy = dropped
     below = _below(result)
     assert {v.field: v.outcome for v in below.tools} == {f: HONOURED for f in tools.FIELDS}
-    for choice in ("none", "auto", "required", {"type": "function", "function": {"name": "lookup"}}):
+    named = {"type": "function", "function": {"name": "lookup"}}
+    for choice in ("none", "auto", "required", named):
         body = _tool_body(_person()) | {"tool_choice": choice, "parallel_tool_calls": False}
         decision = apply_policy(policy, CHAT, body)
         assert decision.error is None, (choice, decision.error)
@@ -170,4 +171,4 @@ def test_tool_choice_defects_are_found_and_refused() -> None:
         assert error is not None and error.param == field, (field, value)
     # No keyword was measured: a parameters schema that names one is refused.
     error = apply_policy(policy, CHAT, _tool_body(_person())).error
-    assert error is not None and error.param.startswith("tools[0].function.parameters")
+    assert error is not None and (error.param or "").startswith("tools[0].function.parameters")

@@ -63,6 +63,8 @@ def probe(served: Running, out_dir: Path, route: str = "all") -> Probed:
             *("-m", "gateway", "probe", "--upstream", served.url, "--model", MODEL_NAME),
             *("--route", route, "--out", str(policy), "--report", str(report)),
             *("--timeout", "120"),
+            # Fewer answers per keyword case on a loaded machine (scripts/real-engines).
+            *("--keyword-samples", os.environ.get("FT_REAL_ENGINES_KEYWORD_SAMPLES", "8")),
         ],
         capture_output=True,
         text=True,
