@@ -15,6 +15,8 @@ by max_tokens, or a control that cannot tell). An honoured keyword gets a contro
 the same schema without the keyword, ``CONTROL_SAMPLES`` times; if those answers keep
 it too, the test could not tell (inconclusive), else the confidence is one minus the
 estimated chance that an engine ignoring it would have kept it in every sample.
+A plain schema goes first (the gate): an engine that refuses json_schema, or ignores
+it, gets that verdict on every case without the corpus sent.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ CONTROL_SAMPLES = 4
 MAX_TOKENS = 128
 PROMPT = "Answer in JSON, following the schema."
 SEED = 4100  # sample i is sent with seed SEED + i
+CONTROL_SEED = 4600  # control i with CONTROL_SEED + i: not the samples' draws again
 
 # A case's context, as the policy's keyword rules narrow a verdict (so-contract 2).
 TYPES, BESIDE, WITHOUT, VALUES = "types", "beside", "without", "values"
@@ -52,6 +55,12 @@ FORMATS = ("date-time", "date", "time", "duration", "email", "hostname", "ipv4",
 _INT: dict[str, Any] = {"type": "integer"}
 _DIGIT = {"type": "integer", "minimum": 0, "maximum": 9}
 _AB = {"type": "object", "properties": {"a": _INT, "b": _INT}, "additionalProperties": False}
+# b and c each appear half the time where nothing requires them: both, a quarter.
+_ABC = {
+    "type": "object",
+    "properties": {"a": _INT, "b": _INT, "c": _INT},
+    "additionalProperties": False,
+}
 _IF = {
     "type": "integer",
     "minimum": 0,
@@ -166,10 +175,12 @@ CASES: tuple[KeywordCase, ...] = (
     KeywordCase("if", _IF),
     KeywordCase("then", _IF),
     KeywordCase("else", _IF),
-    KeywordCase("dependentRequired", _AB | {"required": ["a"], "dependentRequired": {"a": ["b"]}}),
+    KeywordCase(
+        "dependentRequired", _ABC | {"required": ["a"], "dependentRequired": {"a": ["b", "c"]}}
+    ),
     KeywordCase(
         "dependentSchemas",
-        _AB | {"required": ["a"], "dependentSchemas": {"a": {"required": ["b"]}}},
+        _ABC | {"required": ["a"], "dependentSchemas": {"a": {"required": ["b", "c"]}}},
     ),
     KeywordCase(
         "contains",
@@ -258,8 +269,8 @@ def measure(case: KeywordCase, send: Send, read: Read, *, samples: int = SAMPLES
             (trial,),
             rate=rate,
         )
-    controls = max(1, samples * CONTROL_SAMPLES // SAMPLES)
-    control = [send(wrapped(case.without_keyword()), SEED + i) for i in range(controls)]
+    controls = _controls(samples)
+    control = [send(wrapped(case.without_keyword()), CONTROL_SEED + i) for i in range(controls)]
     free, bad = _judge(case.name, case.schema, control, read, trial)
     if bad is not None or not free.judged:
         return Verdict(
@@ -287,15 +298,47 @@ def measure(case: KeywordCase, send: Send, read: Read, *, samples: int = SAMPLES
     )
 
 
+GATE: dict[str, Any] = {"type": "integer"}
+
+
 def measure_all(send: Send, read: Read, *, samples: int = SAMPLES) -> list[Verdict]:
-    """The verdict on every case, in table order."""
+    """The verdict on every case, in table order; first one request of a plain schema
+    (the gate): an engine that refuses json_schema, or answers it with anything but
+    JSON of the schema, gets that verdict on every case without the corpus sent."""
+    answer = send(wrapped(GATE), SEED)
+    trial = Trial(compact({"v": GATE}), "the gate: a plain schema first")
+    bad = failure("json_schema", answer, trial)
+    text, finish = read(answer)
+    if bad is None:
+        try:
+            parsed = json.loads(text or "")
+        except ValueError:
+            parsed = None
+        if not (isinstance(parsed, dict) and "v" in parsed):
+            outcome = INCONCLUSIVE if finish == "length" else IGNORED
+            bad = Verdict(
+                "json_schema",
+                outcome,
+                f"a plain schema was answered with {quote(text)} (finish_reason {finish}): "
+                "json_schema itself is not honoured",
+                (trial,),
+            )
+    if bad is not None:
+        return [
+            Verdict(case.name, bad.outcome, f"json_schema: {bad.summary}", bad.trials)
+            for case in CASES
+        ]
     return [measure(case, send, read, samples=samples) for case in CASES]
 
 
 def planned(keywords: bool = True, *, samples: int = SAMPLES) -> int:
     """The most requests the keyword probe sends."""
-    controls = max(1, samples * CONTROL_SAMPLES // SAMPLES)
-    return len(CASES) * (samples + controls) if keywords else 0
+    return 1 + len(CASES) * (samples + _controls(samples)) if keywords else 0
+
+
+def _controls(samples: int) -> int:
+    """Answers of the control: half the samples, two at the least."""
+    return max(2, samples * CONTROL_SAMPLES // SAMPLES)
 
 
 def case_named(name: str) -> KeywordCase:

@@ -15,6 +15,7 @@ from gateway.policy.engine import Policy, apply_policy
 from gateway.policy.loading import parse_policy_text
 from gateway.probe import keywords, tools
 from gateway.probe.client import EngineClient
+from gateway.probe.responses import RESPONSES
 from gateway.probe.route import CHAT
 from gateway.probe.runner import ProbeResult, planned_requests, probe_engine
 from gateway.probe.structured import StructuredProbe
@@ -32,11 +33,13 @@ NOT_HONOURED = {"propertyNames": IGNORED, "patternProperties": REJECTED}
 
 
 def _probe(options: StructuredOptions) -> ProbeResult:
+    # /v1/responses too: the reference engine has none, so its rules follow chat's.
+    routes = [CHAT, RESPONSES]
     with ServerThread(create_engine(structured=options)) as engine:
-        budget = planned_requests([CHAT])
+        budget = planned_requests(routes)
         with EngineClient(engine.url, timeout=30, max_requests=budget) as client:
             return probe_engine(
-                client, upstream=engine.url, model=MODEL, routes=[CHAT], extra=NO_THINKING
+                client, upstream=engine.url, model=MODEL, routes=routes, extra=NO_THINKING
             )
 
 
@@ -102,22 +105,34 @@ def _person(**name: Any) -> dict[str, Any]:
     }
 
 
+def _text_body(schema: Any) -> dict[str, Any]:
+    text = {"format": {"type": "json_schema", "name": "person", "schema": schema}}
+    return {"model": MODEL, "input": "Answer in JSON.", "text": text}
+
+
+def _responses_tool_body(parameters: Any) -> dict[str, Any]:
+    tool = {"type": "function", "name": "lookup", "parameters": parameters}
+    return {"model": MODEL, "input": "Look it up.", "tools": [tool]}
+
+
 @pytest.mark.parametrize(
-    ("body", "where"),
+    ("route", "body", "where"),
     [
-        (_schema_body, "response_format.json_schema.schema"),
-        (_tool_body, "tools[0].function.parameters"),
+        (CHAT, _schema_body, "response_format.json_schema.schema"),
+        (CHAT, _tool_body, "tools[0].function.parameters"),
+        (RESPONSES, _text_body, "text.format.schema"),
+        (RESPONSES, _responses_tool_body, "tools[0].parameters"),
     ],
 )
 def test_the_written_policy_refuses_the_dropped_keyword_at_its_path(
-    dropped: tuple[ProbeResult, Policy], body: Any, where: str
+    dropped: tuple[ProbeResult, Policy], route: str, body: Any, where: str
 ) -> None:
     _, policy = dropped
-    refused = apply_policy(policy, CHAT, body(_person(maxLength=12)))
+    refused = apply_policy(policy, route, body(_person(maxLength=12)))
     assert refused.error is not None
     assert refused.error.param == f"{where}.properties.name.maxLength"
     assert "maxLength" in refused.error.message
-    passed = apply_policy(policy, CHAT, body(_person(minLength=2, pattern="^[A-Z]")))
+    passed = apply_policy(policy, route, body(_person(minLength=2, pattern="^[A-Z]")))
     assert passed.error is None, passed.error
 
 
