@@ -54,13 +54,8 @@ _FUNCTION: Rule = {
             "pattern": "[a-zA-Z0-9_-]{1,64}",
         },
         "description": {"action": "pass", "type": "string"},
-        # A JSON Schema, checked keyword by keyword: none named, so each is refused until
-        # the probe measures an engine with a grammar (policies/ft-serve.yaml does the same).
-        "parameters": {
-            "action": "pass",
-            "type": "object",
-            "json_schema": {"unknown_keywords": "reject"},
-        },
+        # The tools are refused until probed (structured_rules.py writes them then).
+        "parameters": {"action": "pass", "type": "object"},
         "strict": {"action": "pass", "type": "boolean"},
     },
 }
