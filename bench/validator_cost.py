@@ -19,6 +19,13 @@ per library, interleaved round by round so that a noisy machine slows all alike:
 - ``metaschema``: checking the schema itself against the 2020-12 metaschema (the
   request side, once per request with a schema).
 
+Then the gateway's own steps with the library it uses: ``answer check``, a whole chat
+answer through ``check_chat`` (its content parsed, the validator found in the cache,
+checked: what an answer costs when ``answers.schema`` is on); ``request check``, the
+schema through its rule's SchemaCheck, the first time (``compile``: limits,
+metaschema, references, the validator's build, keywords) and then from its cache
+(``valid``: the schema's text as the key).
+
 The JSON text of the answer is parsed once (orjson) outside the timing: every
 library is given the same parsed value.
 """
@@ -36,8 +43,13 @@ from typing import Any
 import fastjsonschema
 import jsonschema
 import jsonschema_rs
+import orjson
 
 from bench.table import format_number, markdown
+from gateway.schemas.answers import check_chat
+from gateway.schemas.check import SchemaCheck
+from gateway.schemas.expect import Answers, Expectation
+from gateway.schemas.rules import JsonSchemaRules
 
 SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -128,6 +140,25 @@ METASCHEMA: dict[str, Callable[[], Any]] = {
 }
 
 
+def _gateway_steps() -> dict[str, Callable[[], Any]]:
+    expect = Expectation(
+        Answers(schema="enforce"), SCHEMA, "response_format.json_schema.schema", {}, None,
+        False, False,
+    )  # fmt: skip
+    message = {"role": "assistant", "content": orjson.dumps(VALID).decode()}
+    answer = {"choices": [{"index": 0, "finish_reason": "stop", "message": message}]}
+    rules = JsonSchemaRules(unknown_keywords="pass")
+    kept = SchemaCheck(rules)
+    where = "response_format.json_schema.schema"
+    return {
+        "answer check": lambda: check_chat(expect, answer),
+        "request check": lambda: kept.refusals(SCHEMA, where, {"name": "person"}),
+        "request check, first time": lambda: SchemaCheck(rules).refusals(
+            SCHEMA, where, {"name": "person"}
+        ),
+    }
+
+
 def _per_call(fn: Callable[[], Any], number: int) -> float:
     start = time.perf_counter()
     for _ in range(number):
@@ -137,7 +168,10 @@ def _per_call(fn: Callable[[], Any], number: int) -> float:
 
 def measure(rounds: int, number: int) -> dict[str, dict[str, list[float]]]:
     """Microseconds per call, per library and step, one list entry per round."""
-    times: dict[str, dict[str, list[float]]] = {name: {} for name in [*LIBRARIES, *METASCHEMA]}
+    steps = _gateway_steps()
+    times: dict[str, dict[str, list[float]]] = {
+        name: {} for name in [*LIBRARIES, *METASCHEMA, "gateway (jsonschema-rs)"]
+    }
     checks = {name: make() for name, make in LIBRARIES.items()}
     for name, check in checks.items():
         if check(VALID) is not None or check(INVALID) is None:
@@ -151,6 +185,11 @@ def measure(rounds: int, number: int) -> dict[str, dict[str, list[float]]]:
                 row.setdefault(step, []).append(_per_call(partial(check, sample), number))
         for name, fn in METASCHEMA.items():
             times[name].setdefault("metaschema", []).append(_per_call(fn, max(1, number // 10)))
+        row = times["gateway (jsonschema-rs)"]
+        row.setdefault("answer check", []).append(_per_call(steps["answer check"], number))
+        row.setdefault("request check", []).append(_per_call(steps["request check"], number))
+        first = _per_call(steps["request check, first time"], max(1, number // 20))
+        row.setdefault("request check, first time", []).append(first)
     return times
 
 
@@ -160,7 +199,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--number", type=int, default=2000, help="calls per step and round")
     args = parser.parse_args(argv)
     times = measure(args.rounds, args.number)
-    steps = ("compile", "valid", "invalid", "metaschema")
+    steps = (
+        "compile", "valid", "invalid", "metaschema", "answer check", "request check",
+        "request check, first time",
+    )  # fmt: skip
     rows = [["library", *(f"{s} (us, median)" for s in steps)]]
     for name, row in times.items():
         cells = [format_number(statistics.median(row[s])) if s in row else "-" for s in steps]

@@ -20,12 +20,12 @@ from gateway.access.keys import load_keyring
 from gateway.commands.check import display_path
 from gateway.deployments import Deployment, find_model
 from gateway.errors import GatewayError, ModelNotFound, render
+from gateway.jsonbody.parse import parse_request, request_content
 from gateway.limits.limiter import reservation
 from gateway.limits.report import describe_limits
 from gateway.policy.engine import STEPS, Outcome, Policy, apply_policy
 from gateway.policy.file import PolicyFile
 from gateway.policy.loading import load_policy_file
-from gateway.proxy.request import parse_request, request_content
 from gateway.schemas.expect import OFF, Expectation
 from gateway.settings import Settings, config_path, load_settings
 from gateway.yamlsource import Problem, SourceError

@@ -32,6 +32,7 @@ from prometheus_client.metrics_core import (
 from gateway.errors import UpstreamError
 from gateway.limits.limiter import Limiter
 from gateway.limits.meter import Usage
+from gateway.observe.batchmetrics import BatchTallies, batch_families
 from gateway.observe.exchange import Exchange
 from gateway.observe.families import add_counts, counter, histogram
 from gateway.observe.histogram import LATENCY_BUCKETS as LATENCY_BUCKETS
@@ -104,6 +105,7 @@ class Tallies:
     deployments: dict[tuple[str, str, int], int] = field(default_factory=dict)
     deployment_ttfb: dict[str, Histogram] = field(default_factory=dict)
     deployment_routing: dict[str, RoutingTallies] = field(default_factory=dict)
+    batches: BatchTallies = field(default_factory=BatchTallies)
 
     def merge(self, other: Tallies) -> None:
         """Add ``other``'s numbers to these (another worker's, for one scrape)."""
@@ -136,6 +138,7 @@ class Tallies:
         self.trace_spans_dropped += other.trace_spans_dropped
         self.policy = self.policy or other.policy
         self.routing.merge(other.routing)
+        self.batches.merge(other.batches)
 
 
 class _Capped:
@@ -173,6 +176,7 @@ class Metrics:
         self.limiter: Limiter | None = None  # read when scraped
         # A fleet's balancers by deployment, read when scraped (set by the app).
         self.deployment_pools: Callable[[], Iterable[tuple[str, RoutedPool]]] | None = None
+        self.batch_gauges: Callable[[BatchTallies], None] | None = None  # the batch runner's
         self.registry.register(self)
 
     # The Observer protocol.
@@ -335,6 +339,8 @@ class Metrics:
                 pool.gauges(pool.tallies)
                 routing[name] = pool.tallies
             self.tallies.deployment_routing = routing
+        if self.batch_gauges is not None:
+            self.batch_gauges(self.tallies.batches)
         self.tallies.in_flight = len(live)
         # A stream is in flight once the policy let it through to the engine.
         self.tallies.streams_in_flight = sum(
@@ -375,6 +381,7 @@ def families(t: Tallies) -> Iterator[Metric]:
         ["route", "field", "action"],
         t.decisions,
     )
+    yield from batch_families(t.batches)
     yield counter(
         "ft_gateway_policy_reported",
         "Refusals that report-only rules would have made (the request was forwarded), by "

@@ -31,3 +31,11 @@ def judge(record: Exchange, found: list[AnswerViolation]) -> AnswerViolation | N
             else Report(report.error, (*report.fields, *fields))
         )
     return next((v for v in found if v.enforced), None)
+
+
+def enforce(record: Exchange, found: list[AnswerViolation]) -> None:
+    """Record ``found`` on ``record`` and raise the first enforced violation (a whole
+    answer's: before the answer starts, the client's 502)."""
+    enforced = judge(record, found)
+    if enforced is not None:
+        raise enforced

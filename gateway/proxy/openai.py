@@ -24,7 +24,7 @@ from gateway._types import Headers
 from gateway.errors import GatewayError, render
 from gateway.limits.meter import StreamMeter, Usage
 from gateway.observe.exchange import Exchange
-from gateway.proxy.answercheck import judge
+from gateway.proxy.answercheck import enforce, judge
 from gateway.proxy.call import Call
 from gateway.proxy.fanout import fanout_bodies, include_usage, with_usage
 from gateway.proxy.fingerprint import stamp_answer, stamp_events
@@ -169,9 +169,7 @@ class ChatRoute(Route):
         self, call: Call, answer: Any, data: bytes, headers: Headers
     ) -> tuple[Headers, bytes] | None:
         if call.plan is not None:
-            enforced = judge(call.record, check_chat(call.plan, answer))
-            if enforced is not None:
-                raise enforced
+            enforce(call.record, check_chat(call.plan, answer))
         if type(answer) is not dict or isinstance(answer.get("system_fingerprint"), str):
             return None  # the engine's own is kept
         fingerprint = self.state.fingerprint(self.name, call.target, call.policy)

@@ -20,7 +20,7 @@ from gateway._types import Headers
 from gateway.errors import GatewayError, InvalidRequest, StoreUnavailable, UpstreamProtocolError
 from gateway.limits.meter import Usage, usage_of
 from gateway.observe.exchange import Exchange
-from gateway.proxy.answercheck import judge
+from gateway.proxy.answercheck import enforce, judge
 from gateway.proxy.call import Call
 from gateway.proxy.route import Prepared, Route
 from gateway.responses.onecall import OneCallTranslator, first_call_only, wants_one_call
@@ -168,7 +168,9 @@ class TranslatedResponses(Route):
         store = self.store is not None and body.get("store") is not False
         # Who may read it: worked out only where a store is (a digest per request).
         headers = call.headers
-        owner = owner_of(record.client, _authorization(headers)) if self.store else ""
+        owner = (
+            (call.owner or owner_of(record.client, _authorization(headers))) if self.store else ""
+        )
         previous = approved.get("previous_response_id")
         history = [] if previous is None else await read_history(self.store, previous, owner)
         response_id = new_id("resp")
@@ -236,9 +238,7 @@ class TranslatedResponses(Route):
         if fingerprint is not None:
             response["system_fingerprint"] = fingerprint
         if plan.expect is not None:
-            enforced = judge(call.record, check_response(plan.expect, response))
-            if enforced is not None:
-                raise enforced  # neither sent nor stored
+            enforce(call.record, check_response(plan.expect, response))  # neither sent nor stored
         await self.keep(plan, response)
         payload = orjson.dumps(response)
         return [(b"content-type", _JSON)], payload

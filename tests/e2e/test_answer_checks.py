@@ -28,9 +28,12 @@ TOOLS: Any = [{"type": "function", "function": {"name": "get_weather", "paramete
 
 
 @asynccontextmanager
-async def serving(script: Script) -> AsyncIterator[tuple[openai.AsyncOpenAI, Gateway]]:
+async def serving(
+    script: Script, *, native: bool = False
+) -> AsyncIterator[tuple[openai.AsyncOpenAI, Gateway]]:
+    flags: dict[tuple[str, ...], Any] = {("upstream", "responses"): "native"} if native else {}
     async with running_server(scripted_engine(script)) as engine:
-        settings = gateway_settings(engine, policy=STRUCTURED)
+        settings = gateway_settings(engine, policy=STRUCTURED, overrides=flags)
         async with serve_gateway(settings) as gateway, sdk(gateway.url) as client:
             yield client, gateway
 
@@ -263,3 +266,36 @@ async def test_a_required_responses_tool_call_answered_with_prose_is_a_502() -> 
             )
         error = error_of(caught.value)
         assert (error["code"], error["param"]) == ("answer_violates_tool_choice", "output")
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_native_responses_answers_are_checked_too(stream: bool) -> None:
+    async with serving(Script(content='{"name": 5, "age": 1}'), native=True) as (client, gw):
+        if stream:
+            events = [
+                e
+                async for e in await client.responses.create(
+                    model=MODEL, input="Who?", text=RESPONSES_FORMAT, stream=True
+                )
+            ]
+            kinds = [e.type for e in events]
+            assert "response.output_text.delta" in kinds and "response.completed" not in kinds
+            assert kinds[-2:] == ["error", "response.failed"]
+            error: Any = events[-2]
+            assert error.code == "answer_violates_schema"
+            assert [e.sequence_number for e in events] == list(range(len(events)))
+        else:
+            with pytest.raises(openai.APIStatusError) as caught:
+                await client.responses.create(model=MODEL, input="Who?", text=RESPONSES_FORMAT)
+            assert error_of(caught.value)["param"] == "output[0].content[0].text.name"
+    async with serving(Script(content='{"name": "Ada", "age": 1}'), native=True) as (client, _):
+        if stream:
+            stream_ = await client.responses.create(
+                model=MODEL, input="Who?", text=RESPONSES_FORMAT, stream=True
+            )
+            assert [e.type async for e in stream_][-1] == "response.completed"
+        else:
+            response = await client.responses.create(
+                model=MODEL, input="Who?", text=RESPONSES_FORMAT
+            )
+            assert response.output_text == '{"name": "Ada", "age": 1}'

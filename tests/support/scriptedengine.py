@@ -60,8 +60,44 @@ async def _stream(script: Script) -> AsyncIterator[bytes]:
     yield b"data: [DONE]\n\n"
 
 
+def _response(script: Script, status: str) -> dict[str, Any]:
+    output: list[dict[str, Any]] = []
+    if script.content is not None:
+        part = {"type": "output_text", "text": script.content, "annotations": []}
+        output.append({"type": "message", "id": "msg_s", "role": "assistant",
+                       "status": "completed", "content": [part]})  # fmt: skip
+    for index, (name, arguments) in enumerate(script.calls):
+        output.append({"type": "function_call", "id": f"fc_{index}", "call_id": f"call_{index}",
+                       "name": name, "arguments": arguments, "status": "completed"})  # fmt: skip
+    return {"id": "resp_s", "object": "response", "created_at": 1, "model": "m",
+            "status": status, "output": output if status == "completed" else [],
+            "usage": {"input_tokens": 5, "output_tokens": 7, "total_tokens": 12}}  # fmt: skip
+
+
+def _event(kind: str, sequence: int, **data: Any) -> bytes:
+    payload = json.dumps({"type": kind, "sequence_number": sequence, **data})
+    return f"event: {kind}\ndata: {payload}\n\n".encode()
+
+
+async def _responses_stream(script: Script) -> AsyncIterator[bytes]:
+    yield _event("response.created", 0, response=_response(script, "in_progress"))
+    text = script.content or ""
+    for index, start in enumerate(range(0, len(text), 4)):
+        yield _event("response.output_text.delta", index + 1, item_id="msg_s", output_index=0,
+                     content_index=0, delta=text[start : start + 4])  # fmt: skip
+    yield _event("response.completed", 99, response=_response(script, "completed"))
+
+
 def scripted_engine(script: Script) -> Starlette:
-    """The engine's app: POST /v1/chat/completions answers with ``script``."""
+    """The engine's app: POST /v1/chat/completions answers with ``script``, and so does
+    POST /v1/responses (the engine's own Responses route: native mode)."""
+
+    async def responses(request: Request) -> Response:
+        body = await request.json()
+        script.requests.append(body)
+        if body.get("stream"):
+            return StreamingResponse(_responses_stream(script), media_type="text/event-stream")
+        return JSONResponse(_response(script, "completed"))
 
     async def chat(request: Request) -> Response:
         body = await request.json()
@@ -84,4 +120,9 @@ def scripted_engine(script: Script) -> Starlette:
             }  # fmt: skip
         )
 
-    return Starlette(routes=[Route("/v1/chat/completions", chat, methods=["POST"])])
+    return Starlette(
+        routes=[
+            Route("/v1/chat/completions", chat, methods=["POST"]),
+            Route("/v1/responses", responses, methods=["POST"]),
+        ]
+    )
