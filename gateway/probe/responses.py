@@ -26,6 +26,7 @@ from gateway.probe.structured import StructuredProbe
 from gateway.probe.structured_rules import (
     NATIVE_ANCHOR,
     SchemaAnchor,
+    format_rules,
     keyword_table,
     text_format_rule,
     tool_rules,
@@ -240,18 +241,8 @@ def _text_rule(honoured: bool, table: SchemaAnchor | None = None) -> Rule:
             "reason": "JSON mode and structured outputs are not supported by this engine.",
         }
     )
-    format_rule: Rule = {
-        "action": "pass",
-        "type": "object",
-        "select": {
-            "key": "type",
-            "rules": {
-                "text": {"fields": {}},
-                "json_object": json_rule,
-                "json_schema": json_rule,
-            },
-        },
-    }
+    format_rule = format_rules(json_rule, json_rule)
+    del format_rule["select"]["unknown"]  # an unknown type: refused as before (no rule)
     if honoured and table is not None:
         format_rule = text_format_rule(table)
         format_rule["select"]["rules"]["json_object"] = {"fields": {"type": {"action": "pass"}}}

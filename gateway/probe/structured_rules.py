@@ -91,7 +91,8 @@ def keyword_table(found: list[Verdict], day: str) -> Rule:
     return {"unknown_keywords": "reject", "keywords": table}
 
 
-def _format_rules(schema: Rule) -> Rule:
+def format_rules(schema: Rule, json_object: Rule | None = None) -> Rule:
+    """A response format's rule: text passes, json_object and json_schema as given."""
     return {
         "action": "pass",
         "type": "object",
@@ -99,10 +100,25 @@ def _format_rules(schema: Rule) -> Rule:
             "key": "type",
             "rules": {
                 "text": {"fields": {}},
-                "json_object": {"fields": {}},
+                "json_object": {"fields": {}} if json_object is None else json_object,
                 "json_schema": schema,
             },
             "unknown": {"action": "reject"},
+        },
+    }
+
+
+def _schema_field(anchor: SchemaAnchor) -> Rule:
+    """The rules beside a schema (name, description, strict) and the schema's own."""
+    return {
+        "name": NAME,
+        "description": {"action": "pass", "type": "string"},
+        "strict": {"action": "pass", "type": "boolean"},
+        "schema": {
+            "action": "pass",
+            "type": "object",
+            "required": True,
+            "json_schema": anchor.use(),
         },
     }
 
@@ -116,51 +132,19 @@ def response_format_rule(anchor: SchemaAnchor | None) -> Rule:
             "reason": "Its JSON-Schema keywords were not measured on this engine.",
         }
     else:
-        schema = {
-            "fields": {
-                "json_schema": {
-                    "action": "pass",
-                    "type": "object",
-                    "required": True,
-                    "fields": {
-                        "name": NAME,
-                        "description": {"action": "pass", "type": "string"},
-                        "strict": {"action": "pass", "type": "boolean"},
-                        "schema": {
-                            "action": "pass",
-                            "type": "object",
-                            "required": True,
-                            "json_schema": anchor.use(),
-                        },
-                    },
-                }
-            }
-        }
-    return _format_rules(schema)
+        wrapper = {"action": "pass", "type": "object", "required": True}
+        schema = {"fields": {"json_schema": wrapper | {"fields": _schema_field(anchor)}}}
+    return format_rules(schema)
 
 
 def text_format_rule(anchor: SchemaAnchor | None) -> Rule:
     """``text.format`` on /v1/responses: the same, flat (no json_schema wrapper)."""
     if anchor is None:
-        return _format_rules(
+        return format_rules(
             {"action": "reject", "reason": "Its JSON-Schema keywords were not measured."}
         )
-    return _format_rules(
-        {
-            "fields": {
-                "type": {"action": "pass", "type": "string"},
-                "name": NAME,
-                "description": {"action": "pass", "type": "string"},
-                "strict": {"action": "pass", "type": "boolean"},
-                "schema": {
-                    "action": "pass",
-                    "type": "object",
-                    "required": True,
-                    "json_schema": anchor.use(),
-                },
-            }
-        }
-    )
+    flat = {"type": {"action": "pass", "type": "string"}} | _schema_field(anchor)
+    return format_rules({"fields": flat})
 
 
 def tools_honoured(found: StructuredProbe | None) -> bool:
