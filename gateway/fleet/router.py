@@ -14,7 +14,7 @@ from typing import Any
 from gateway.errors import ModelNotFound
 from gateway.proxy.call import Call
 from gateway.state import GatewayState
-from gateway.upstream.engines import Target
+from gateway.upstream.engines import Target, unnamed
 
 
 class ModelRouter:
@@ -28,18 +28,21 @@ class ModelRouter:
     def route(self, call: Call, body: dict[str, Any], content: str) -> Target | None:
         """The request's deployment and served name (None: the single deployment);
         ModelNotFound for a model its key may not use or no deployment serves, or the
-        400 of a missing or non-string model in a fleet. A fleet's routing hint is its
-        deployment's (``content``: the field the route keeps the conversation in)."""
+        400 of a missing or non-string model in a fleet or from a key limited to models.
+        A fleet's routing hint is its deployment's (``content``: the field the route
+        keeps the conversation in)."""
         model = body.get("model")
         state = self.state
         gate = state.models
         record = call.record
-        if (
-            gate is not None
-            and isinstance(model, str)
-            and not gate.may_use(record.client, call.profile, model)
-        ):
-            raise ModelNotFound(model)
+        if gate is not None:
+            if isinstance(model, str):
+                if not gate.may_use(record.client, call.profile, model):
+                    raise ModelNotFound(model)
+            elif gate.allowed(record.client, call.profile) is not None:
+                # No model named is the engine's own, which the key may not be allowed
+                # (/tokenize, /detokenize): a key limited to models names one.
+                raise unnamed(model)
         engines = state.engines
         if not engines.fleet:
             return None

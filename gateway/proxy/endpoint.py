@@ -111,6 +111,9 @@ class ProxyEndpoint:
                     if target is not None and target.alias:
                         body = {**body, "model": target.served}
                         raw = orjson.dumps(body)
+                served = state.served
+                if served is not None and record.model not in served.names:
+                    await served.admit(record.model)  # (a name it lacks: read, or refused)
                 if state.hinter is not None:
                     # From the body as sent: the policy may strip prompt_cache_key.
                     call.hint = state.hinter.hint(

@@ -20,6 +20,20 @@ from gateway.routing.hint import Hinter
 from gateway.upstream.base import UpstreamClient
 
 
+def unnamed(model: object) -> InvalidRequest:
+    """The 400 of a request whose ``model`` is missing (None) or not a string, where
+    the model must be named (a fleet; a key limited to models)."""
+    if model is None:
+        return InvalidRequest(
+            "Missing required parameter: 'model'.",
+            param="model",
+            code="missing_required_parameter",
+        )
+    return InvalidRequest(
+        "Invalid type for 'model': expected a string.", param="model", code="invalid_type"
+    )
+
+
 @dataclass(slots=True, eq=False)
 class Engine:
     """One deployment, running: its pool of replicas, its policy, its engine key."""
@@ -72,16 +86,8 @@ class Engines:
         found = self.targets.get(model) if isinstance(model, str) else None
         if found is not None:
             return found
-        if model is None:
-            raise InvalidRequest(
-                "Missing required parameter: 'model'.",
-                param="model",
-                code="missing_required_parameter",
-            )
         if not isinstance(model, str):
-            raise InvalidRequest(
-                "Invalid type for 'model': expected a string.", param="model", code="invalid_type"
-            )
+            raise unnamed(model)
         raise ModelNotFound(model)
 
     def upstream_for(self, model: str | None) -> UpstreamClient:

@@ -42,19 +42,32 @@ def gateway_settings(
 def canned(request: httpx.Request) -> httpx.Response:
     """A healthy engine's answer: the model list, or the canned chat completion."""
     if request.url.path == "/v1/models":
-        return httpx.Response(200, json={"object": "list", "data": [{"id": MODEL}]})
+        return httpx.Response(200, json={"object": "list", "data": [{"id": MODEL}, {"id": "m"}]})
     return httpx.Response(200, json=ANSWER)
 
 
 class MockEngine:
     """An engine behind ``httpx.MockTransport`` (``transport``): records each request and
-    answers it with ``handler``, by default ``canned``."""
+    answers it with ``handler``, by default ``canned``. ``requests`` are those sent for
+    a client; ``own`` the gateway's own (its reading of the model list, known by its
+    user-agent: gateway/fleet/served.py), answered by ``models`` (default ``canned``:
+    MODEL is listed)."""
 
-    def __init__(self, handler: Callable[[httpx.Request], httpx.Response] = canned) -> None:
+    def __init__(
+        self,
+        handler: Callable[[httpx.Request], httpx.Response] = canned,
+        *,
+        models: Callable[[httpx.Request], httpx.Response] = canned,
+    ) -> None:
         self.requests: list[httpx.Request] = []
+        self.own: list[httpx.Request] = []
         self.handler = handler
+        self.models = models
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
+        if request.headers.get("user-agent", "").startswith("ft-gateway/"):
+            self.own.append(request)
+            return self.models(request)
         self.requests.append(request)
         return self.handler(request)
 
