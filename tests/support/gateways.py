@@ -42,22 +42,27 @@ def gateway_settings(
 def canned(request: httpx.Request) -> httpx.Response:
     """A healthy engine's answer: the model list, or the canned chat completion."""
     if request.url.path == "/v1/models":
-        return httpx.Response(200, json={"object": "list", "data": [{"id": MODEL}, {"id": "m"}]})
+        return httpx.Response(200, json={"object": "list", "data": [{"id": MODEL}]})
     return httpx.Response(200, json=ANSWER)
+
+
+def served(request: httpx.Request) -> httpx.Response:
+    """The model list a MockEngine answers the gateway's own question with: the names
+    the tests send."""
+    return httpx.Response(200, json={"object": "list", "data": [{"id": MODEL}, {"id": "m"}]})
 
 
 class MockEngine:
     """An engine behind ``httpx.MockTransport`` (``transport``): records each request and
     answers it with ``handler``, by default ``canned``. ``requests`` are those sent for
     a client; ``own`` the gateway's own (its reading of the model list, known by its
-    user-agent: gateway/fleet/served.py), answered by ``models`` (default ``canned``:
-    MODEL is listed)."""
+    user-agent: gateway/fleet/served.py), answered by ``models`` (default ``served``)."""
 
     def __init__(
         self,
         handler: Callable[[httpx.Request], httpx.Response] = canned,
         *,
-        models: Callable[[httpx.Request], httpx.Response] = canned,
+        models: Callable[[httpx.Request], httpx.Response] = served,
     ) -> None:
         self.requests: list[httpx.Request] = []
         self.own: list[httpx.Request] = []
