@@ -104,6 +104,9 @@ class RedisConnection:
             setup.append(pack("SELECT", self.db))
         for command in setup:
             await self._send(protocol, command)
+        # Kept here, not only by a waiter: one whose call timed out while this opened
+        # would otherwise leave it to no one, and the next call open another.
+        self._protocol = protocol
         return protocol
 
     async def _connected(self) -> _Protocol:

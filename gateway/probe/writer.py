@@ -164,8 +164,9 @@ def _model_comment(result: ProbeResult, day: str) -> list[str]:
         return []
     ignored = any(v is not None and v.outcome == IGNORED for _, v in found)
     why = (
-        "This engine answers a name it does not serve: keep it behind the gateway's table "
-        "of deployments (docs/fleet.md), which refuses unknown models."
+        "This engine answers a name it does not serve: the gateway refuses the names its "
+        "deployment does not serve (a fleet's models, or upstream.models, else the names "
+        "the engine lists: docs/fleet.md)."
         if ignored
         else "This engine refuses a name it does not serve."
     )

@@ -99,6 +99,7 @@ class ProxyEndpoint:
             tracer.begin(record, headers)
         state.observer.started(record)
         ticket: Ticket | None = None
+        authenticated = False
         try:
             if state.drain.draining:
                 raise ShuttingDown(
@@ -110,6 +111,7 @@ class ProxyEndpoint:
                 record.client, call.profile, call.owner = caller
             elif state.authenticate is not None:
                 record.client, call.profile = state.authenticate(headers)
+            authenticated = True
             bodies = [b""]
             if route.name is not None:
                 raw = await self._read_body(receive, call)
@@ -130,6 +132,9 @@ class ProxyEndpoint:
                     if target is not None and target.alias:
                         body = {**body, "model": target.served}
                         raw = orjson.dumps(body)
+                served = state.served
+                if served is not None and record.model not in served.names:
+                    await served.admit(record.model)  # (a name it lacks: read, or refused)
                 if state.hinter is not None:
                     # From the body as sent: the policy may strip prompt_cache_key.
                     call.hint = state.hinter.hint(
@@ -150,6 +155,8 @@ class ProxyEndpoint:
                 del raw, body, prepared
             await self._forward(call, scope, receive, bodies)
         except GatewayError as exc:
+            if authenticated and ticket is None and state.limiter is not None:
+                exc = await self._charged(call, exc)
             record.failed(exc)
             if isinstance(exc, RateLimited):
                 record.rate_limited = exc.limit
@@ -165,7 +172,12 @@ class ProxyEndpoint:
             record.bytes_out = responder.bytes_out
             state.observer.finished(record)
             if ticket is not None and state.limiter is not None:
-                await state.limiter.settle(ticket, record.usage, status=record.status)
+                status = record.status
+                if not status and record.client_disconnected and record.upstream_started:
+                    # Left before its answer, after the engine was asked: the engine did
+                    # the work, so it is charged as an answer that reported no usage.
+                    status = record.upstream_status or 200
+                await state.limiter.settle(ticket, record.usage, status=status)
 
     async def _admit(self, call: Call, prepared: Prepared) -> Ticket | None:
         """The request's hold on its key's limits, reserving its worst case in tokens."""
@@ -185,6 +197,20 @@ class ProxyEndpoint:
         if ticket is not None:
             call.responder.extra = ticket.headers
         return ticket
+
+    async def _charged(self, call: Call, exc: GatewayError) -> GatewayError:
+        """A request refused after authentication, before the limiter admitted it (its
+        body, its model, the policy): one request of its key all the same
+        (docs/limits.md), so refusals are no way past the limits. Its 4xx, or the 429
+        once the key's requests per minute are spent."""
+        limiter = self.state.limiter
+        if limiter is None or not 400 <= exc.status < 500 or isinstance(exc, RateLimited):
+            return exc
+        try:
+            call.responder.extra = await limiter.charge(call.record.client, call.profile)
+        except RateLimited as limited:
+            return limited
+        return exc
 
     def _upstream_headers(self, call: Call, auth: bytes | None) -> Headers:
         out = with_request_id(

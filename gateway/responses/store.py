@@ -61,9 +61,12 @@ def owner_of(client: str | None, authorization: bytes | None) -> str:
 
 
 class ResponseStore(Protocol):
-    """Where responses are kept."""
+    """Where responses are kept; ``put`` returns the bytes its owner now keeps there,
+    ``held`` those of an owner (its expired records no longer counted)."""
 
-    async def put(self, record: StoredResponse) -> None: ...
+    async def put(self, record: StoredResponse) -> int: ...
+
+    async def held(self, owner: str) -> int: ...
 
     async def get(self, response_id: str, owner: str) -> StoredResponse | None: ...
 
@@ -86,14 +89,30 @@ class MemoryStore:
     def __init__(self, ttl: float) -> None:
         self.ttl = ttl
         self._records: dict[str, tuple[float, bytes]] = {}
+        self._owners: dict[str, dict[str, tuple[float, int]]] = {}  # id -> (expiry, size)
         self._puts = 0
 
-    async def put(self, record: StoredResponse) -> None:
+    async def put(self, record: StoredResponse) -> int:
         now = time.monotonic()
         self._puts += 1
         if self._puts % 256 == 0:
             self._records = {k: v for k, v in self._records.items() if v[0] > now}
-        self._records[record.response["id"]] = (now + self.ttl, record.dumps())
+        data = record.dumps()
+        self._records[record.response["id"]] = (now + self.ttl, data)
+        self._owners.setdefault(record.owner, {})[record.response["id"]] = (
+            now + self.ttl,
+            len(data),
+        )
+        return await self.held(record.owner)
+
+    async def held(self, owner: str) -> int:
+        now = time.monotonic()
+        kept = {k: v for k, v in self._owners.get(owner, {}).items() if v[0] > now}
+        if kept:
+            self._owners[owner] = kept
+        else:
+            self._owners.pop(owner, None)
+        return sum(size for _, size in kept.values())
 
     def _data(self, response_id: str) -> bytes | None:
         entry = self._records.get(response_id)
@@ -108,10 +127,12 @@ class MemoryStore:
         if visible(self._data(response_id), owner) is None:
             return False
         del self._records[response_id]
+        self._owners.get(owner, {}).pop(response_id, None)
         return True
 
     async def aclose(self) -> None:
         self._records.clear()
+        self._owners.clear()
 
 
 def make_store(settings: Store) -> ResponseStore | None:

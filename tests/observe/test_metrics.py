@@ -180,6 +180,7 @@ async def test_in_flight_gauges_and_hang_ups_on_a_real_server(settings: Settings
     async def held_engine(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=chunks())
 
+    settings.upstream.models = ["m"]  # the engine holds every answer, a model list too
     app = create_app(settings, transport=httpx.MockTransport(held_engine))
     done = Recorder()
     app.state.gateway.observer = Observers(app.state.gateway.observer, done)

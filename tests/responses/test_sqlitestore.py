@@ -14,8 +14,9 @@ import pytest
 
 from gateway.app.factory import create_app
 from gateway.errors import StoreUnavailable
+from gateway.private import state_dir
 from gateway.responses import sqlitestore
-from gateway.responses.sqlitestore import SqliteStore, default_path, state_dir
+from gateway.responses.sqlitestore import SqliteStore, default_path
 from gateway.responses.store import StoredResponse
 from tests.support.bodies import CHAT, chat, completion
 from tests.support.gateways import MockEngine, asgi_client
