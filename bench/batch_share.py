@@ -31,7 +31,8 @@ from typing import Any
 import httpx
 import openai
 
-from bench.routing import _free_port, _processes, _until_ok
+from bench.ports import free_port
+from bench.routing import _processes, _until_ok
 from bench.stats import percentile
 from bench.table import markdown
 
@@ -126,7 +127,7 @@ async def flood(url: str, lines: int, tokens: int, width: int) -> float:
 
 async def scenario(name: str, args: argparse.Namespace, directory: Path) -> Figures:
     """One scenario on a fresh engine and gateway."""
-    engine_port, port = _free_port(), _free_port()
+    engine_port, port = free_port(), free_port()
     config = directory / f"{name.replace(' ', '-')}.yaml"
     config.write_text(
         json.dumps(

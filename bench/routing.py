@@ -27,7 +27,6 @@ import asyncio
 import contextlib
 import math
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -37,6 +36,7 @@ from dataclasses import dataclass, replace
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.ports import free_port
 from bench.procstat import cpu_seconds
 from bench.routing_cost import cost_table, decision_costs, request_costs
 from bench.routing_load import MULTI_TURN, SKEWED, Outcome, Shape, run_workload
@@ -60,13 +60,6 @@ class Result:
     spilled: float  # share of keyed requests placed off their home replica
     in_flight: dict[str, float]  # mean over the samples
     gateway_cpu: float
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 async def _until_ok(url: str, what: str) -> None:
@@ -106,7 +99,7 @@ async def fleet(
 ) -> AsyncIterator[tuple[str, int]]:
     """Fresh engines and a gateway routing by ``policy``; yields (gateway URL, its pid)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FT_GATEWAY_")}
-    ports = [_free_port() for _ in range(replicas)]
+    ports = [free_port() for _ in range(replicas)]
     engines = [
         (
             [
@@ -120,7 +113,7 @@ async def fleet(
         for port in ports
     ]  # fmt: skip
     urls = ",".join(f"http://127.0.0.1:{port}" for port in ports)
-    port = _free_port()
+    port = free_port()
     gateway_env = {
         **env,
         "FT_GATEWAY_UPSTREAM__ROUTING": policy.partition(":")[0],
