@@ -1,53 +1,43 @@
-"""What a batch costs the interactive traffic beside it: ``python -m bench.batch_share``.
+"""The ``batch-share`` scenario: what a batch costs the interactive traffic beside it
+(``python -m bench.cost batch-share``).
 
-One run, three scenarios side by side, each on a fresh reference engine with a
-bounded batch (``--max-batch``, a pause per step so slots are contended) behind
-one gateway process with ``upstream.max_in_flight`` (its queue):
+Three cases side by side, each a whole run on a fresh reference engine with a bounded
+batch (``max_batch``, a pause per step so slots are contended) behind one gateway
+process with ``upstream.max_in_flight`` (its queue):
 
 - ``alone``: the interactive clients only;
-- ``batch API``: the same clients while a batch of ``--lines`` chat requests runs
+- ``batch API``: the same clients while a batch of ``lines`` chat requests runs
   through /v1/batches (low priority, the runner's pace);
-- ``flood``: the same clients while a script sends those requests itself,
-  ``--flood`` at a time, as interactive requests (what teams do without it).
+- ``flood``: the same clients while a script sends those requests itself, ``flood``
+  at a time, as interactive requests (what teams do without it).
 
-The interactive clients (``--clients``, closed loop) send chat requests for
-``--seconds``; the table gives their p50 and p99 latency, and the batch's lines per
-second (to its last line, measured from the start of the scenario).
+The interactive clients (``clients``, closed loop) send chat requests for ``seconds``;
+the table gives their p50 and p99 latency, and the batch's lines per second (to its
+last line, measured from the start of the run). Each case's call is one such run, and
+reports its own figures; ``--rounds`` repeats them, interleaved.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import io
 import json
 import sys
-import tempfile
 import time
-from dataclasses import dataclass
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import httpx
 import openai
 
-from bench.routing import _free_port, _processes, _until_ok
+from bench.cost.scenario import Case, Context, Scenario, cases
+from bench.ports import free_port
+from bench.processes import processes, until_ok
 from bench.stats import percentile
-from bench.table import markdown
 
 MODEL = "Qwen3.8-Flash-Next"
-SCENARIOS = ("alone", "batch API", "flood")
-
-
-@dataclass
-class Figures:
-    """One scenario's figures."""
-
-    name: str
-    p50_ms: float
-    p99_ms: float
-    requests: int
-    lines_per_s: float | None
+RUNS = ("alone", "batch API", "flood")
 
 
 def chat(i: int, tokens: int) -> dict[str, Any]:
@@ -124,87 +114,95 @@ async def flood(url: str, lines: int, tokens: int, width: int) -> float:
     return time.perf_counter() - start
 
 
-async def scenario(name: str, args: argparse.Namespace, directory: Path) -> Figures:
-    """One scenario on a fresh engine and gateway."""
-    engine_port, port = _free_port(), _free_port()
-    config = directory / f"{name.replace(' ', '-')}.yaml"
+async def one_run(name: str, options: Mapping[str, Any], directory: Path) -> dict[str, float]:
+    """One case's run on a fresh engine and gateway: its figures."""
+    lines, tokens, max_batch = options["lines"], options["tokens"], options["max_batch"]
+    engine_port, port = free_port(), free_port()
+    folder = directory / f"{name.replace(' ', '-')}-{time.monotonic_ns()}"
+    config = folder.with_suffix(".yaml")
     config.write_text(
         json.dumps(
             {
                 "upstream": {
                     "url": f"http://127.0.0.1:{engine_port}",
-                    "max_in_flight": args.max_batch,
+                    "max_in_flight": max_batch,
                     "queue": {"timeout": 120},
                 },
                 "log": {"requests": False},
                 "store": {"backend": "none"},
                 "batches": {
-                    "directory": str(directory / name.replace(" ", "-")),
-                    "concurrency": args.concurrency,
+                    "directory": str(folder),
+                    "concurrency": options["concurrency"],
                     "poll_seconds": 0.2,
                 },
             }
         )
     )
     engine = [sys.executable, "-m", "refengine", "--port", str(engine_port)]
-    engine += ["--max-batch", str(args.max_batch), "--step-delay-ms", str(args.step_ms)]
+    engine += ["--max-batch", str(max_batch), "--step-delay-ms", str(options["step_ms"])]
     gateway = [sys.executable, "-m", "gateway", "serve", "--config", str(config)]
     gateway += ["--port", str(port), "--workers", "1", "--log-level", "warning"]
     url = f"http://127.0.0.1:{port}"
-    with _processes([(engine, {}), (gateway, {})]):
-        await _until_ok(f"http://127.0.0.1:{engine_port}/v1/models", "the engine")
-        await _until_ok(f"{url}/healthz", "the gateway")
+    with processes([(engine, {}), (gateway, {})]):
+        await until_ok(f"http://127.0.0.1:{engine_port}/v1/models", "the engine")
+        await until_ok(f"{url}/healthz", "the gateway")
         start = time.perf_counter()
         job: asyncio.Task[float] | None = None
         if name == "batch API":
-            job = asyncio.create_task(batch_api(url, args.lines, args.tokens))
+            job = asyncio.create_task(batch_api(url, lines, tokens))
         elif name == "flood":
-            job = asyncio.create_task(flood(url, args.lines, args.tokens, args.flood))
+            job = asyncio.create_task(flood(url, lines, tokens, options["flood"]))
         latencies = await interactive(
-            url, clients=args.clients, seconds=args.seconds, tokens=args.tokens
+            url, clients=options["clients"], seconds=options["seconds"], tokens=tokens
         )
-        rate = None
+        figures = {}
         if job is not None:
             await job
-            rate = args.lines / (time.perf_counter() - start)
+            figures["lines_per_s"] = lines / (time.perf_counter() - start)
     ms = sorted(x * 1000 for x in latencies)
-    return Figures(name, percentile(ms, 50), percentile(ms, 99), len(ms), rate)
+    return figures | {
+        "p50_ms": percentile(ms, 50),
+        "p99_ms": percentile(ms, 99),
+        "requests": len(ms),
+    }
 
 
-def table(results: list[Figures]) -> str:
-    """The figures side by side, latencies also as a ratio to ``alone``."""
-    alone = results[0]
-    lines = [["scenario", "p50 ms", "p99 ms", "p99 / alone", "requests", "batch lines/s"]]
-    for r in results:
-        lines.append(
-            [
-                r.name,
-                f"{r.p50_ms:.1f}",
-                f"{r.p99_ms:.1f}",
-                f"{r.p99_ms / alone.p99_ms:.2f}",
-                str(r.requests),
-                "-" if r.lines_per_s is None else f"{r.lines_per_s:.1f}",
-            ]
-        )
-    return markdown(lines)
+def _runs(ctx: Context) -> list[Case]:
+    def run(name: str) -> Any:
+        async def call() -> dict[str, float]:
+            return await one_run(name, ctx.options, ctx.directory)
+
+        return call
+
+    return [Case(name, run(name), base=None if name == "alone" else "alone") for name in RUNS]
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Run the scenarios and print the table."""
-    parser = argparse.ArgumentParser(prog="python -m bench.batch_share", description=__doc__)
-    parser.add_argument("--clients", type=int, default=4, help="interactive clients")
-    parser.add_argument("--seconds", type=float, default=15.0, help="interactive time")
-    parser.add_argument("--lines", type=int, default=600, help="the batch's lines")
-    parser.add_argument("--tokens", type=int, default=16, help="max_tokens of every request")
-    parser.add_argument("--max-batch", type=int, default=8, help="engine rows (max_in_flight)")
-    parser.add_argument("--step-ms", type=float, default=2.0, help="engine pause per step")
-    parser.add_argument("--concurrency", type=int, default=8, help="batches.concurrency")
-    parser.add_argument("--flood", type=int, default=32, help="the flood's requests at once")
-    args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory(prefix="bench-batch-") as tmp:
-        results = [asyncio.run(scenario(name, args, Path(tmp))) for name in SCENARIOS]
-    print(table(results))
-
-
-if __name__ == "__main__":
-    main()
+BATCH_SHARE = Scenario(
+    "batch-share",
+    "interactive chat clients alone, beside a batch through /v1/batches, and beside the "
+    "same requests sent as a flood; a reference engine with a bounded batch behind one "
+    "gateway with a queue",
+    cases(_runs),
+    figures=("p50_ms", "p99_ms", "requests", "lines_per_s"),
+    compare=("p99_ms",),
+    rounds=1,
+    number=1,
+    warmup=0,
+    options={
+        "clients": 4,  # interactive clients, closed loop
+        "seconds": 15.0,  # interactive time
+        "lines": 600,  # the batch's lines
+        "tokens": 16,  # max_tokens of every request
+        "max_batch": 8,  # engine rows (and upstream.max_in_flight)
+        "step_ms": 2.0,  # engine pause per step
+        "concurrency": 8,  # batches.concurrency
+        "flood": 32,  # the flood's requests at once
+    },
+    labels={
+        "case": "scenario",
+        "p50_ms": "p50 ms",
+        "p99_ms": "p99 ms",
+        "p99_ms ratio": "p99 / alone",
+        "lines_per_s": "batch lines/s",
+    },
+)
