@@ -7,11 +7,15 @@ are. A Responses stream has no ``data: [DONE]``: it ends with
 watches for one of those, passes every whole event on as it arrives, and ends a
 stream that breaks without one as OpenAI ends a failed one: an ``error`` event
 (the SDKs raise on it) and, once the engine has said which response this is,
-``response.failed``.
+``response.failed``. The engine's own ``error`` event and the error of its
+``response.failed`` reach the client only as safetext.py shapes an engine's
+error (known secrets removed, words that look like hosts, paths or keys not).
 """
 
 from __future__ import annotations
 
+import re
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import orjson
@@ -20,17 +24,22 @@ from gateway.errors import GatewayError
 from gateway.limits.meter import Usage, usage_of
 from gateway.proxy.call import Call
 from gateway.proxy.route import Route
+from gateway.proxy.safetext import known_secrets, safe_code, safe_message, safe_param
 from gateway.routes import RESPONSES, ROUTES
 
 _ENDS = frozenset({"response.completed", "response.incomplete", "response.failed"})
+_ERRORS = frozenset({"error", "response.failed"})
+_NAME = re.compile(r"[a-z0-9_.]{1,64}")
+_FAILED = "The engine failed in the middle of the stream."
 
 
 class NativeStream:
     """A Responses stream from the engine, passed on event by event."""
 
-    __slots__ = ("ended", "_usage", "sequence", "response")
+    __slots__ = ("ended", "_usage", "sequence", "response", "secrets")
 
-    def __init__(self) -> None:
+    def __init__(self, secrets: Callable[[], Sequence[str]] = tuple) -> None:
+        self.secrets = secrets  # what no error may show (asked only when one comes)
         self.ended = False
         self._usage: Usage | None = None
         self.sequence = 0  # the events the client got (the next sequence_number)
@@ -45,14 +54,40 @@ class NativeStream:
 
     def events(self, raw: bytes, chunks: list[Any], *, done: bool) -> bytes:
         self.sequence += raw.count(b"\n\n")
+        failing = False
         for event in chunks:
+            failing = failing or event.get("type") in _ERRORS
             response = event.get("response")
             if isinstance(response, dict):
                 self.response = response
                 if event.get("type") in _ENDS:
                     self.ended = True
                     self._usage = usage_of(response.get("usage"))
-        return raw
+        return raw if not failing else self._safe(chunks)
+
+    def _safe(self, chunks: list[Any]) -> bytes:
+        """The events of ``chunks`` written again, their errors in the safe shape."""
+        secrets = self.secrets()
+        out = b""
+        for event in chunks:
+            kind = event.get("type")
+            if kind == "error":
+                event = event | {
+                    "message": safe_message(event.get("message"), secrets) or _FAILED,
+                    "code": safe_code(event.get("code")),
+                    "param": safe_param(event.get("param"), secrets),
+                }
+            elif kind == "response.failed" and isinstance(event.get("response"), dict):
+                error = event["response"].get("error")
+                error = error if isinstance(error, dict) else {}
+                safe = {
+                    "code": safe_code(error.get("code")) or "server_error",
+                    "message": safe_message(error.get("message"), secrets) or _FAILED,
+                }
+                event = event | {"response": event["response"] | {"error": safe}}
+            name = kind.encode() if isinstance(kind, str) and _NAME.fullmatch(kind) else b"message"
+            out += b"event: " + name + b"\ndata: " + orjson.dumps(event) + b"\n\n"
+        return out
 
     async def finish(self) -> tuple[bytes, GatewayError | None]:
         return b"", None
@@ -82,4 +117,5 @@ class NativeResponses(Route):
     row = ROUTES[RESPONSES]
 
     def shaper(self, call: Call) -> NativeStream:
-        return NativeStream()
+        engines = self.state.engines.engines
+        return NativeStream(lambda: known_secrets(call.headers, engines))
