@@ -35,6 +35,7 @@ from gateway.observe.exchange import UNSERVED, Exchange, Observer, Observers, Tr
 from gateway.observe.logs import AccessLog
 from gateway.observe.metrics import Metrics
 from gateway.observe.metricsport import MetricsExposure
+from gateway.observe.modelnames import configured_models
 from gateway.policy.engine import Policy
 from gateway.proxy.endpoint import ProxyEndpoint
 from gateway.proxy.headers import request_id_of
@@ -126,6 +127,7 @@ def create_app(
     metrics = Metrics(registry)
     metrics.limiter = state.limiter
     metrics.policy_live(state.policy)
+    metrics.name_models(configured_models(settings, [live.policy, *live.policies.values()]))
     observers: list[Observer] = [metrics]
     if settings.log.requests:
         observers.append(AccessLog(format=settings.log.format))

@@ -42,6 +42,7 @@ from gateway.fleet.access import make_gate
 from gateway.fleet.reload import fleet_changed, fleet_reload_problems
 from gateway.fleet.router import ModelRouter
 from gateway.observe.metrics import Metrics
+from gateway.observe.modelnames import configured_models
 from gateway.policy.engine import Policy
 from gateway.settings import Settings, load_settings
 from gateway.state import GatewayState
@@ -210,6 +211,9 @@ class Reloader:
             state.models = make_gate(access)
             state.router = ModelRouter(state) if state.engines.fleet or state.models else None
             changed.append("model access")
+        if self.metrics is not None:
+            policies = [new.policy, *new.policies.values()]
+            self.metrics.name_models(configured_models(new.settings, policies))
         state.settings = state.settings.model_copy(
             update={
                 "policy": new.settings.policy,

@@ -8,8 +8,9 @@ times more, for nothing: observers and scrapes both run on the event loop.
 Each app registers its own collector on its own CollectorRegistry (tests
 build many apps; nothing is global). ``Tallies`` holds every number and can
 be merged, so several worker processes can add theirs up for one scrape.
-Client-chosen label values (the model, unknown field names) are capped so
-that a client cannot grow the series without bound: past the cap they are
+The model label is one of the names the config gives (modelnames.py), else
+``(other)``: a client cannot choose it. Field names, which the policy's rules
+bound but a client's unknown fields do not, are capped: past the cap they are
 counted under ``(other)``.
 """
 
@@ -45,7 +46,6 @@ from gateway.observe.routingmetrics import (
 from gateway.policy.engine import Policy
 
 OTHER = "(other)"
-MAX_MODELS = 64
 MAX_FIELDS = 256
 MAX_LABEL = 100
 CONTENT_TYPE = CONTENT_TYPE_LATEST
@@ -157,10 +157,10 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.tallies = Tallies()
-        self._models = _Capped(MAX_MODELS)
         self._fields = _Capped(MAX_FIELDS)
-        # Raw (client-given) label values -> capped ones, so each is worked out once.
+        # The config's model names -> their labels (name_models); any other is (other).
         self._model_labels: dict[str | None, str] = {None: ""}
+        # Raw (client-given) field names -> capped ones, so each is worked out once.
         self._field_labels: dict[str, str] = {}
         # Requests being handled: the gauges are counted from these when scraped.
         self._live: dict[int, Exchange] = {}
@@ -182,9 +182,7 @@ class Metrics:
         self._live.pop(id(exchange), None)
         t = self.tallies
         route = exchange.route or exchange.path
-        model = self._model_labels.get(exchange.model)
-        if model is None:
-            model = self._model_label(exchange.model)
+        model = self._model_labels.get(exchange.model, OTHER)
         key = (route, model, exchange.status or CLIENT_CLOSED)
         t.requests[key] = t.requests.get(key, 0) + 1
         if exchange.client is not None:
@@ -272,11 +270,12 @@ class Metrics:
             ckey = (client, "total")
             clients[ckey] = clients.get(ckey, 0) + total
 
-    def _model_label(self, model: str | None) -> str:
-        label = self._models.label(model or "")
-        if label != OTHER:
-            self._model_labels[model] = label
-        return label
+    def name_models(self, names: Iterable[str]) -> None:
+        """Label requests for ``names`` (the config's: modelnames.py) by their own name;
+        any other model counts as ``(other)``, a request without one as ``""``."""
+        labels: dict[str | None, str] = {name: name[:MAX_LABEL] for name in names}
+        labels[None] = ""
+        self._model_labels = labels
 
     def _field_label(self, name: str) -> str:
         if "[" in name:
