@@ -11,7 +11,7 @@ import redis.asyncio as redis
 from redis.exceptions import RedisError
 
 from gateway.errors import StoreUnavailable
-from gateway.responses.store import StoredResponse, visible
+from gateway.responses.store import StoredResponse, unavailable, visible
 
 # Seconds: a store that does not answer must not hold a request for long.
 _TIMEOUT = 2.0
@@ -58,4 +58,4 @@ class RedisStore:
 
 
 def _unavailable(exc: BaseException) -> StoreUnavailable:
-    return StoreUnavailable(f"The response store (Redis) is unavailable ({type(exc).__name__}).")
+    return unavailable("redis", exc)

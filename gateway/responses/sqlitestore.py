@@ -22,8 +22,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from gateway.errors import StoreUnavailable
-from gateway.responses.store import StoredResponse, visible
+from gateway.responses.store import StoredResponse, unavailable, visible
 
 FILE = "responses.sqlite3"
 # Seconds a write waits for another worker's: bounded, so a stuck file is a 503, not a hang.
@@ -108,9 +107,7 @@ class SqliteStore:
         try:
             return await asyncio.to_thread(run)
         except (sqlite3.Error, OSError) as exc:
-            raise StoreUnavailable(
-                f"The response store (SQLite, {self.path}) failed: {exc}."
-            ) from exc
+            raise unavailable("sqlite", exc, path=str(self.path)) from exc
 
     async def put(self, record: StoredResponse) -> None:
         now = time.time()
