@@ -62,9 +62,8 @@ def _timestamp(epoch: float) -> str:
     return text + _MILLIS[int((epoch - second) * 1000)]
 
 
-# A byte that starts a character which may not be printable: DEL and all of non-ASCII
-# (orjson escapes the C0 controls itself, but writes DEL, C1 and U+2028 as they are).
-_SUSPECT = re.compile(rb"[\x7f-\xff]")
+# orjson escapes the C0 controls itself, but writes DEL, C1 and U+2028 as they are:
+# a line that is ASCII without DEL (two scans in C, no pattern) has none of them.
 _NOT_ASCII = re.compile("[\x7f-\U0010ffff]")
 _NOT_PRINTABLE_ASCII = re.compile("[^\x20-\x7e]")
 
@@ -91,7 +90,7 @@ def json_line(line: bytes) -> bytes:
     """orjson's output with the characters it leaves raw that are not printable (DEL,
     C1 controls, U+2028, ...) escaped; the same bytes when there are none (an ASCII
     line: the usual one, one scan in C)."""
-    if _SUSPECT.search(line) is None:
+    if line.isascii() and b"\x7f" not in line:
         return line
     return _NOT_ASCII.sub(_escape, line.decode()).encode()
 
@@ -203,7 +202,7 @@ class AccessLog:
         ts = _timestamp(time.time())
         if self.json:
             line = orjson.dumps(request_record(exchange, now, ts), option=_LINE)
-            if _SUSPECT.search(line) is not None:  # (json_line's test, without its call)
+            if not line.isascii() or b"\x7f" in line:  # (json_line's test, without its call)
                 line = json_line(line)
         else:
             record = request_record(exchange, now)

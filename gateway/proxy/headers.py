@@ -108,26 +108,14 @@ def _dropped_name(name: bytes) -> bool:
     )
 
 
-class _Forwards(dict[bytes, bool]):
-    """Header name -> whether it goes to the engine; a name never seen is judged by its
-    look (``_dropped_name``) on first sight, then looked up in C like the others."""
-
-    def __missing__(self, name: bytes) -> bool:
-        verdict = not _dropped_name(name)
-        if len(self) < _MAX_NAMES:
-            self[name] = verdict
-        return verdict
-
-
 class HeaderPolicy:
     """The table of what crosses the gateway each way (``TABLE``'s shape), compiled."""
 
     def __init__(self, table: Mapping[bytes, tuple[str, str]]) -> None:
         self.table = dict(table)
-        forwards = _Forwards()
-        for name, (upstream, _) in self.table.items():
-            forwards[name] = upstream == FORWARDED
-        self._forwards = forwards
+        # Header name -> whether it goes to the engine: the table's names, and each other
+        # name once seen (judged by its look, ``_dropped_name``).
+        self._forwards = {name: up == FORWARDED for name, (up, _) in self.table.items()}
         self._relays = frozenset(n for n, (_, down) in self.table.items() if down == RELAYED)
 
     def extend(
@@ -155,10 +143,21 @@ class HeaderPolicy:
         """The client's ``headers`` an engine may get (``named``: the same by name, where
         the caller has them); the gateway adds those it replaces."""
         forwards = self._forwards
-        out = [h for h in headers if forwards[h[0]]]
+        try:
+            out = [h for h in headers if forwards[h[0]]]
+        except KeyError:  # a name not seen yet (a plain dict: the look-up stays specialised)
+            out = [h for h in headers if self._forwarded(h[0])]
         if named is None:
             named = dict(headers)  # (made in C: cheaper than a loop in Python)
         return out if b"connection" not in named else _without_connection_named(out, headers)
+
+    def _forwarded(self, name: bytes) -> bool:
+        verdict = self._forwards.get(name)
+        if verdict is None:
+            verdict = not _dropped_name(name)
+            if len(self._forwards) < _MAX_NAMES:
+                self._forwards[name] = verdict
+        return verdict
 
     def to_client(self, headers: Headers) -> Headers:
         """The engine's ``headers`` a client may get; the gateway adds those it replaces."""
