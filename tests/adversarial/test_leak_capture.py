@@ -25,6 +25,26 @@ def x(text: str) -> str:
     return "x" * len(text)
 
 
+SETTINGS: dict[str, Any] = {
+    "model": "m",
+    "temperature": 0.5,
+    "logprobs": True,
+    "tool_choice": "auto",
+    "response_format": {"type": "json_object"},
+    "reasoning_effort": "low",
+    "service_tier": "auto",
+    "encoding_format": "float",
+    "include": ["reasoning.encrypted_content"],
+}
+TEXT_PART = {"type": "text"}
+
+
+def tool(description: str) -> dict[str, Any]:
+    schema = {"type": "object", "properties": {"city": {"type": "string", "format": "uri"}}}
+    function = {"name": "get_weather", "description": description, "parameters": schema}
+    return {"type": "function", "function": function}
+
+
 @pytest.mark.parametrize(
     ("body", "expected"),
     [
@@ -56,64 +76,11 @@ def x(text: str) -> str:
         ({"extra": {"deep": [{"deeper": PRIVATE}]}}, {"extra": {"deep": [{"deeper": x(PRIVATE)}]}}),
         # kept: what the policy decides by
         (
-            {
-                "model": "m",
-                "temperature": 0.5,
-                "logprobs": True,
-                "tool_choice": "auto",
-                "response_format": {"type": "json_object"},
-                "reasoning_effort": "low",
-                "service_tier": "auto",
-                "encoding_format": "float",
-                "include": ["reasoning.encrypted_content"],
-                "messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}],
-            },
-            {
-                "model": "m",
-                "temperature": 0.5,
-                "logprobs": True,
-                "tool_choice": "auto",
-                "response_format": {"type": "json_object"},
-                "reasoning_effort": "low",
-                "service_tier": "auto",
-                "encoding_format": "float",
-                "include": ["reasoning.encrypted_content"],
-                "messages": [{"role": "user", "content": [{"type": "text", "text": "xx"}]}],
-            },
+            SETTINGS | {"messages": [{"role": "user", "content": [TEXT_PART | {"text": "hi"}]}]},
+            SETTINGS | {"messages": [{"role": "user", "content": [TEXT_PART | {"text": "xx"}]}]},
         ),
-        # tools: their type and name kept, their words not
-        (
-            {
-                "tools": [
-                    {
-                        "type": "function",
-                        "function": {
-                            "name": "get_weather",
-                            "description": PRIVATE,
-                            "parameters": {
-                                "type": "object",
-                                "properties": {"city": {"type": "string"}},
-                            },
-                        },
-                    }
-                ]
-            },
-            {
-                "tools": [
-                    {
-                        "type": "function",
-                        "function": {
-                            "name": "get_weather",
-                            "description": x(PRIVATE),
-                            "parameters": {
-                                "type": "object",
-                                "properties": {"city": {"type": "string"}},
-                            },
-                        },
-                    }
-                ]
-            },
-        ),
+        # tools: their type and name kept, their words not (the schema's types kept)
+        ({"tools": [tool(PRIVATE)]}, {"tools": [tool(x(PRIVATE))]}),
         # a secret where a clear value would be
         ({"model": "sk-proj-abcdefghijklmnop12"}, {"model": SECRET}),
     ],

@@ -17,13 +17,12 @@ import httpx
 import openai
 import pytest
 
-from gateway.access.keys import hash_key
 from gateway.proxy.engineerrors import engine_error_object, normalise_error
 from gateway.settings import Settings
 from tests.support.bodies import CHAT, ERROR_KEYS, MODEL, chat, sse_events
 from tests.support.echoengine import echo
 from tests.support.engine import FakeEngine
-from tests.support.faults import fault_settings
+from tests.support.faults import keyed_fault_settings
 from tests.support.gateways import Gateway, serve_gateway
 from tests.support.sdk import sdk
 
@@ -144,13 +143,8 @@ async def engine() -> AsyncIterator[FakeEngine]:
 
 
 def _settings(engine: FakeEngine, monkeypatch: pytest.MonkeyPatch, **env: str) -> Settings:
-    monkeypatch.setenv("LEAK_ENGINE_KEY", ENGINE_KEY)
-    monkeypatch.setenv("LEAK_CLIENT_KEYS", f"alice:{hash_key(CLIENT_KEY)}")
-    return fault_settings(
-        engine.url,
-        FT_GATEWAY_UPSTREAM__API_KEY_ENV="LEAK_ENGINE_KEY",
-        FT_GATEWAY_AUTH__KEYS_ENV="LEAK_CLIENT_KEYS",
-        **env,
+    return keyed_fault_settings(
+        engine.url, monkeypatch, engine_key=ENGINE_KEY, client_key=CLIENT_KEY, **env
     )
 
 

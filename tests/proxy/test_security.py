@@ -13,14 +13,13 @@ import anyio
 import httpx
 import pytest
 
-from gateway.access.keys import hash_key
 from gateway.observe.exchange import Observers
 from gateway.observe.logs import AccessLog
 from gateway.proxy import route as proxy
 from gateway.settings import Settings
 from tests.support.bodies import CHAT, ERROR_KEYS, chat
 from tests.support.engine import FakeEngine
-from tests.support.faults import DEADLINE, fault_settings
+from tests.support.faults import DEADLINE, keyed_fault_settings
 from tests.support.gateways import Gateway
 
 pytestmark = pytest.mark.anyio
@@ -31,12 +30,8 @@ PROMPT = "PROMPT-SECRET: my card number is 4111 1111 1111 1111"
 
 @pytest.fixture
 def settings(fake_engine: FakeEngine, monkeypatch: pytest.MonkeyPatch) -> Settings:
-    monkeypatch.setenv("TEST_ENGINE_KEY", ENGINE_KEY)
-    monkeypatch.setenv("TEST_CLIENT_KEYS", f"alice:{hash_key(CLIENT_KEY)}")
-    return fault_settings(
-        fake_engine.url,
-        FT_GATEWAY_UPSTREAM__API_KEY_ENV="TEST_ENGINE_KEY",
-        FT_GATEWAY_AUTH__KEYS_ENV="TEST_CLIENT_KEYS",
+    return keyed_fault_settings(
+        fake_engine.url, monkeypatch, engine_key=ENGINE_KEY, client_key=CLIENT_KEY
     )
 
 
