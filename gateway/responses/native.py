@@ -7,9 +7,10 @@ are. A Responses stream has no ``data: [DONE]``: it ends with
 watches for one of those, passes every whole event on as it arrives, and ends a
 stream that breaks without one as OpenAI ends a failed one: an ``error`` event
 (the SDKs raise on it) and, once the engine has said which response this is,
-``response.failed``. The engine's own ``error`` event and the error of its
-``response.failed`` reach the client only as safetext.py shapes an engine's
-error (known secrets removed, words that look like hosts, paths or keys not).
+``response.failed``. The engine's own ``error`` event, the error of its
+``response.failed`` and that of a whole failed response reach the client only
+in the shape safetext.py gives an engine's error (known secrets removed, words
+that look like hosts, paths or keys redacted).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 
 import orjson
 
+from gateway._types import Headers
 from gateway.errors import GatewayError
 from gateway.limits.meter import Usage, usage_of
 from gateway.proxy.call import Call
@@ -78,13 +80,7 @@ class NativeStream:
                     "param": safe_param(event.get("param"), secrets),
                 }
             elif kind == "response.failed" and isinstance(event.get("response"), dict):
-                error = event["response"].get("error")
-                error = error if isinstance(error, dict) else {}
-                safe = {
-                    "code": safe_code(error.get("code")) or "server_error",
-                    "message": safe_message(error.get("message"), secrets) or _FAILED,
-                }
-                event = event | {"response": event["response"] | {"error": safe}}
+                event = event | {"response": failed_response(event["response"], secrets)}
             name = kind.encode() if isinstance(kind, str) and _NAME.fullmatch(kind) else b"message"
             out += b"event: " + name + b"\ndata: " + orjson.dumps(event) + b"\n\n"
         return out
@@ -111,10 +107,30 @@ class NativeStream:
         return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(data) + b"\n\n"
 
 
+def failed_response(response: dict[str, Any], secrets: Sequence[str]) -> dict[str, Any]:
+    """A failed ``response`` with its ``error`` in the safe shape (safetext.py)."""
+    error = response.get("error")
+    error = error if isinstance(error, dict) else {}
+    safe = {
+        "code": safe_code(error.get("code")) or "server_error",
+        "message": safe_message(error.get("message"), secrets) or _FAILED,
+    }
+    return response | {"error": safe}
+
+
 class NativeResponses(Route):
     """Forwards POST /v1/responses to the engine's own Responses route."""
 
     row = ROUTES[RESPONSES]
+
+    async def answer(
+        self, call: Call, answer: Any, data: bytes, headers: Headers
+    ) -> tuple[Headers, bytes] | None:
+        """The engine's whole answer as it is, but a failed one's ``error`` made safe."""
+        if type(answer) is not dict or not isinstance(answer.get("error"), dict):
+            return None
+        secrets = known_secrets(call.headers, self.state.engines.engines)
+        return headers, orjson.dumps(failed_response(answer, secrets))
 
     def shaper(self, call: Call) -> NativeStream:
         engines = self.state.engines.engines

@@ -212,10 +212,17 @@ async def test_a_native_responses_error_event_repeating_the_key_reaches_no_clien
         async with httpx.AsyncClient(base_url=served.url, timeout=30) as client:
             body = {"model": MODEL, "input": "hi", "stream": True}
             response = await client.post("/v1/responses", json=body, headers=headers)
+            whole = {"model": MODEL, "input": "hi"}
+            failed = await client.post(
+                "/v1/responses", json=whole, headers={**headers, "x-echo": "failedresponse"}
+            )
     assert response.status_code == 200
     assert_no_secret(response.text)
     kinds = [json.loads(e.split("data: ", 1)[1])["type"] for e in sse_events(response.text)]
     assert "error" in kinds and kinds[-1] == "response.failed"
+    assert failed.status_code == 200 and failed.json()["status"] == "failed"
+    assert_no_secret(failed.text)
+    assert failed.json()["error"]["message"]
 
 
 async def test_engine_response_headers_repeating_the_key_reach_no_client(

@@ -28,6 +28,7 @@ ECHOES = (
     "event",  # a good chunk, then data: {"error": {...}} with code 400
     "errorline",  # a good chunk, then llama.cpp's "error: {...}" line
     "responses",  # a Responses stream: created, then an error event and response.failed
+    "failedresponse",  # a whole Responses answer (200) whose status is failed, with its error
     "headers",  # a 200 answer whose headers repeat the credentials and name hosts
 )
 # Header names whose values an engine must never see from a client, and that a careless
@@ -80,6 +81,9 @@ async def echo(request: Seen, wire: Wire) -> None:
             _event("response.failed", {"type": "response.failed", "response": failed}),
         ]
         await wire.send(stream_start(*events) + LAST_CHUNK)
+    elif where == "failedresponse":
+        failed = {"id": "resp_1", "object": "response", "status": "failed", "output": []}
+        await wire.send(_json(200, failed | {"error": {"code": text, "message": text}}))
     elif where == "headers":
         headers = [
             (b"x-echo-authorization", text.encode("latin-1")),
