@@ -5,15 +5,12 @@ gateway under uvicorn, the raw-socket engine recording what it got."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator
-from pathlib import Path
 from urllib.parse import parse_qsl, urlsplit
 
 import httpx
 import pytest
 
-from gateway.proxy.headers import DEFAULT_HEADERS, HeaderPolicy
 from gateway.settings import Settings
 from tests.support.bodies import CHAT, chat
 from tests.support.echoengine import echo
@@ -22,7 +19,6 @@ from tests.support.faults import fault_settings
 from tests.support.gateways import Gateway, serve_gateway
 
 pytestmark = pytest.mark.anyio
-DOCS = Path(__file__).resolve().parents[2] / "docs" / "headers.md"
 SECRET = "sk-client-secret-5e6f7a8b9c0d"
 CREDENTIALS = {
     "x-api-key": SECRET,
@@ -111,35 +107,3 @@ async def test_an_engine_error_answer_keeps_only_the_headers_a_client_may_get(
     assert response.status_code == 400
     names = set(response.headers.keys())
     assert names == {"content-type", "content-length", "x-request-id", "date"}
-
-
-def test_a_route_extends_the_table_without_changing_the_default() -> None:
-    anthropic = DEFAULT_HEADERS.extend(
-        upstream={b"x-api-key": "credential", b"anthropic-dangerous-header": "dropped"},
-        downstream={b"request-id": "relayed", b"anthropic-ratelimit-requests-limit": "relayed"},
-    )
-    sent = [
-        (b"x-api-key", SECRET.encode()),
-        (b"anthropic-version", b"2023-06-01"),
-        (b"anthropic-dangerous-header", b"x"),
-    ]
-    assert anthropic.to_engine(sent) == [(b"anthropic-version", b"2023-06-01")]
-    answered = [(b"request-id", b"req_1"), (b"content-type", b"application/json")]
-    assert anthropic.to_client(answered) == answered
-    assert DEFAULT_HEADERS.to_client(answered) == [(b"content-type", b"application/json")]
-    assert isinstance(anthropic, HeaderPolicy) and anthropic is not DEFAULT_HEADERS
-
-
-def test_connection_named_headers_never_cross_either_way() -> None:
-    sent = [(b"connection", b"x-custom-thing"), (b"x-custom-thing", b"hop"), (b"x-other", b"1")]
-    assert DEFAULT_HEADERS.to_engine(sent) == [(b"x-other", b"1")]
-    answered = [(b"connection", b"retry-after"), (b"retry-after", b"3")]
-    assert DEFAULT_HEADERS.to_client(answered) == []
-
-
-_ROW = re.compile(r"^\| `([a-z0-9-]+)` \| ([a-z ]+) \| ([a-z ]+) \|", re.MULTILINE)
-
-
-def test_the_docs_table_is_the_code_table() -> None:
-    rows = {name: (up.strip(), down.strip()) for name, up, down in _ROW.findall(DOCS.read_text())}
-    assert rows == DEFAULT_HEADERS.rows(), "docs/headers.md's table differs from headers.py"

@@ -59,7 +59,8 @@ async def echo(request: Seen, wire: Wire) -> None:
     where = (request.header(b"x-echo") or b"message").decode()
     text = credentials(request)
     if where == "message":
-        await wire.send(_json(400, {"error": _error(text)}))
+        leaky = [(b"set-cookie", b"engine-session=1"), (b"x-echo-authorization", text.encode())]
+        await wire.send(_json(400, {"error": _error(text)}, leaky))
     elif where == "flat":
         await wire.send(_json(400, {"object": "error", **_error(text), "code": 400}))
     elif where == "unprocessable":
