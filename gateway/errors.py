@@ -18,7 +18,8 @@
         ├── UpstreamUnreachable       502  upstream_unreachable
         ├── UpstreamTimeout           504  upstream_timeout
         ├── UpstreamUnavailable       503  upstream_unavailable  (Retry-After)
-        └── UpstreamProtocolError     502  upstream_protocol_error
+        ├── UpstreamProtocolError     502  upstream_protocol_error
+        └── AnswerViolation           502  answer_violates_schema | _tool_choice | ... (param)
 
 Every class knows its HTTP status and OpenAI ``type``/``code``; ``render``
 turns any of them into OpenAI's ``{"error": {message, type, param, code}}``,
@@ -223,3 +224,27 @@ class UpstreamProtocolError(UpstreamError):
     """The engine answered something that is not valid HTTP/SSE/JSON where it must be."""
 
     default_code = "upstream_protocol_error"
+
+
+class AnswerViolation(UpstreamError):
+    """The engine's answer broke what the request asked for (its schema, its tool choice,
+    one call only): ``param`` is the path in the answer, ``check`` the policy's answer
+    check that found it, ``keyword`` the JSON-Schema keyword broken (if one was),
+    ``enforced`` False where the check only reports."""
+
+    default_code = "answer_violates_schema"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str,
+        code: str,
+        check: str,
+        keyword: str | None = None,
+        enforced: bool = True,
+    ) -> None:
+        super().__init__(message, param=param, code=code)
+        self.check = check
+        self.keyword = keyword
+        self.enforced = enforced

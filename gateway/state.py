@@ -31,6 +31,10 @@ class ModelRouting(Protocol):
 
     def route(self, call: Any, body: dict[str, Any], content: str) -> Target | None: ...
 
+    def deployment_of(
+        self, client: str | None, profile: str | None, model: Any
+    ) -> Target | None: ...
+
 
 @dataclass
 class GatewayState:

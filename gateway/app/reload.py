@@ -21,7 +21,7 @@ import hashlib
 import logging
 import os
 import signal
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,14 +39,13 @@ from gateway.app.reloadable import (
 )
 from gateway.app.reloadstatus import ReloadStatus, remove_status, status_dir, write_status
 from gateway.fleet.access import make_gate
-from gateway.fleet.reload import fleet_changed, fleet_reload_problems
+from gateway.fleet.reload import fleet_reload_problems
 from gateway.fleet.router import ModelRouter
 from gateway.observe.metrics import Metrics
 from gateway.observe.modelnames import configured_models
 from gateway.policy.engine import Policy
 from gateway.settings import Settings, load_settings
 from gateway.state import GatewayState
-from gateway.upstream.engines import Engines
 from gateway.yamlsource import Problem, SourceError
 
 logger = logging.getLogger("gateway.reload")
@@ -84,8 +83,12 @@ class Reloader:
         self.metrics = metrics
         self.keys: tuple[ApiKey, ...] | None = keyring.keys if keyring is not None else None
         self.last: ReloadResult | None = None
-        # Opens a new table of engines for a reloaded fleet (set by the app's lifespan).
-        self.reopen: Callable[[Reloadable], Engines] | None = None
+        # Swaps in a reloaded fleet's table if the reload changes it, True if it did (set
+        # by the app's lifespan, which reopens pools; the external processor swaps its
+        # table of policies).
+        self.refleet: Callable[[Reloadable], bool] | None = None
+        # Told each attempt's result (the external processor's gRPC health shows it).
+        self.on_result: Callable[[ReloadResult], Awaitable[None]] | None = None
         self.attempts = 0
         self._lock = asyncio.Lock()
         self._attempted = asyncio.Condition()
@@ -125,6 +128,8 @@ class Reloader:
             self.last = result
             if self.metrics is not None:
                 self.metrics.policy_reload(result.result)
+            if self.on_result is not None:
+                await self.on_result(result)
             async with self._attempted:
                 self.attempts += 1
                 self._write_status()
@@ -211,13 +216,14 @@ class Reloader:
             if limits != limiter.config:
                 limiter.reconfigure(limits)
                 changed.append("rate limits")
-        if self.reopen is not None and fleet_changed(state.engines, new.settings, new.policies):
-            state.engines = self.reopen(new)
+        if self.refleet is not None and self.refleet(new):
             changed.append("deployments")
         access = new.settings.model_access
         if access != state.settings.model_access:
             state.models = make_gate(access)
-            state.router = ModelRouter(state) if state.engines.fleet or state.models else None
+            # (A reload never turns the fleet on or off: fleet_reload_problems.)
+            fleet = bool(new.settings.deployments)
+            state.router = ModelRouter(state) if fleet or state.models else None
             changed.append("model access")
         if self.metrics is not None:
             policies = [new.policy, *new.policies.values()]

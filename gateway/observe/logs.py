@@ -164,7 +164,24 @@ def request_record(exchange: Exchange, now: float, ts: str | None = None) -> dic
     }
     if exchange.deployment is not None:  # a fleet's: a name from the config
         line["deployment"] = exchange.deployment
+    if exchange.answers:  # what the answer checks found (never the answer's text)
+        line["answer"] = _answer(exchange)
     return line
+
+
+def _answer(exchange: Exchange) -> dict[str, Any]:
+    """The answer checks' finding: the enforced violation (the client's error) or else
+    the first reported one, and how many more there were."""
+    found = exchange.answers
+    first = next((v for v in found if v.enforced), found[0])
+    return {
+        "check": first.check,
+        "code": first.code,
+        "param": (first.param or "")[:MAX_NAME],
+        "keyword": first.keyword,
+        "enforced": first.enforced,
+        "others": len(found) - 1,
+    }
 
 
 def _reported(exchange: Exchange) -> dict[str, Any] | None:

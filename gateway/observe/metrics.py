@@ -33,8 +33,10 @@ from prometheus_client.metrics_core import (
 from gateway.errors import UpstreamError
 from gateway.limits.limiter import Limiter
 from gateway.limits.meter import Usage
+from gateway.observe.batchmetrics import BatchTallies, batch_families
 from gateway.observe.exchange import Exchange
-from gateway.observe.families import add_counts, counter, histogram
+from gateway.observe.families import MAX_LABEL, Capped, add_counts, counter, histogram
+from gateway.observe.families import OTHER as OTHER
 from gateway.observe.histogram import LATENCY_BUCKETS as LATENCY_BUCKETS
 from gateway.observe.histogram import Histogram as Histogram
 from gateway.observe.routingmetrics import (
@@ -45,9 +47,7 @@ from gateway.observe.routingmetrics import (
 )
 from gateway.policy.engine import Policy
 
-OTHER = "(other)"
 MAX_FIELDS = 256
-MAX_LABEL = 100
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 # The status of a request whose client left before any answer (nginx's 499).
 CLIENT_CLOSED = 499
@@ -78,6 +78,7 @@ class Tallies:
     decisions: dict[tuple[str, str, str], int] = field(default_factory=dict)
     # Would-be refusals of report-only rules, by (route, field, the error code).
     reported: dict[tuple[str, str, str], int] = field(default_factory=dict)
+    answer_violations: dict[tuple[str, str, str, str], int] = field(default_factory=dict)
     latency: dict[str, Histogram] = field(default_factory=dict)
     ttfb: dict[str, Histogram] = field(default_factory=dict)
     upstream_errors: dict[str, int] = field(default_factory=dict)
@@ -103,12 +104,14 @@ class Tallies:
     deployments: dict[tuple[str, str, int], int] = field(default_factory=dict)
     deployment_ttfb: dict[str, Histogram] = field(default_factory=dict)
     deployment_routing: dict[str, RoutingTallies] = field(default_factory=dict)
+    batches: BatchTallies = field(default_factory=BatchTallies)
 
     def merge(self, other: Tallies) -> None:
         """Add ``other``'s numbers to these (another worker's, for one scrape)."""
         add_counts(self.requests, other.requests)
         add_counts(self.decisions, other.decisions)
         add_counts(self.reported, other.reported)
+        add_counts(self.answer_violations, other.answer_violations)
         add_counts(self.upstream_errors, other.upstream_errors)
         add_counts(self.disconnects, other.disconnects)
         add_counts(self.reloads, other.reloads)
@@ -134,21 +137,7 @@ class Tallies:
         self.trace_spans_dropped += other.trace_spans_dropped
         self.policy = self.policy or other.policy
         self.routing.merge(other.routing)
-
-
-class _Capped:
-    """Label values as given (cut short) until ``limit`` distinct ones, then ``(other)``."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.seen: set[str] = set()
-
-    def label(self, value: str) -> str:
-        if value not in self.seen:
-            if len(self.seen) >= self.limit:
-                return OTHER
-            self.seen.add(value)
-        return value[:MAX_LABEL]
+        self.batches.merge(other.batches)
 
 
 class Metrics:
@@ -157,7 +146,7 @@ class Metrics:
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.tallies = Tallies()
-        self._fields = _Capped(MAX_FIELDS)
+        self._fields = Capped(MAX_FIELDS)
         # The config's model names -> their labels (name_models); any other is (other).
         self._model_labels: dict[str | None, str] = {None: ""}
         # Raw (client-given) field names -> capped ones, so each is worked out once.
@@ -171,6 +160,7 @@ class Metrics:
         self.limiter: Limiter | None = None  # read when scraped
         # A fleet's balancers by deployment, read when scraped (set by the app).
         self.deployment_pools: Callable[[], Iterable[tuple[str, RoutedPool]]] | None = None
+        self.batch_gauges: Callable[[BatchTallies], None] | None = None  # the batch runner's
         self.registry.register(self)
 
     # The Observer protocol.
@@ -198,6 +188,8 @@ class Metrics:
             for outcome in exchange.report.fields:
                 vkey = (route, self._field_label(outcome.field), outcome.detail)
                 t.reported[vkey] = t.reported.get(vkey, 0) + 1
+            if exchange.answers:
+                self._count_answers(route, exchange, enforced=False)
         if exchange.client_disconnected:
             t.disconnects[route] = t.disconnects.get(route, 0) + 1
         if exchange.rate_limited is not None:
@@ -231,8 +223,18 @@ class Metrics:
         if exchange.error_code is not None or (exchange.upstream_status or 0) >= 500:
             self._count_upstream_error(exchange)
 
+    def _count_answers(self, route: str, exchange: Exchange, *, enforced: bool) -> None:
+        # (reported ones counted where the report is read, the enforced where the error is)
+        found = self.tallies.answer_violations
+        for violation in exchange.answers:
+            if violation.enforced is enforced:
+                key = (route, violation.check, violation.code or "", str(enforced).lower())
+                found[key] = found.get(key, 0) + 1
+
     def _count_upstream_error(self, exchange: Exchange) -> None:
         t = self.tallies
+        if exchange.answers:
+            self._count_answers(exchange.route or exchange.path, exchange, enforced=True)
         kind = None if exchange.engine_error else exchange.error_code
         if kind is None or kind not in UPSTREAM_CODES:
             kind = "engine_5xx" if (exchange.upstream_status or 0) >= 500 else None
@@ -320,6 +322,8 @@ class Metrics:
                 pool.gauges(pool.tallies)
                 routing[name] = pool.tallies
             self.tallies.deployment_routing = routing
+        if self.batch_gauges is not None:
+            self.batch_gauges(self.tallies.batches)
         self.tallies.in_flight = len(live)
         # A stream is in flight once the policy let it through to the engine.
         self.tallies.streams_in_flight = sum(
@@ -360,12 +364,20 @@ def families(t: Tallies) -> Iterator[Metric]:
         ["route", "field", "action"],
         t.decisions,
     )
+    yield from batch_families(t.batches)
     yield counter(
         "ft_gateway_policy_reported",
         "Refusals that report-only rules would have made (the request was forwarded), by "
         "route, field and verdict: the error code the client would have got with its 400.",
         ["route", "field", "verdict"],
         t.reported,
+    )
+    yield counter(
+        "ft_gateway_answer_violations",
+        "Engine answers that broke what their request asked, by route, answer check, error "
+        "code and whether it was enforced (a 502 or an error event) or only reported.",
+        ["route", "check", "code", "enforced"],
+        t.answer_violations,
     )
 
     for name, doc, hists in (

@@ -37,22 +37,23 @@ def _is_json(media: bytes) -> bool:
 
 def check_head(status: int, headers: Headers, *, stream: bool) -> bool:
     """Whether the answer is a stream to relay; UpstreamProtocolError if unusable.
-    Error statuses pass here: their bodies are normalised, whatever they hold."""
-    if status >= 400:
+    Error statuses (400-599) pass here: their bodies are normalised, whatever they hold;
+    any other status, a redirect or one HTTP has not (below 100, past 599), is a 502."""
+    if 200 <= status < 300:
+        media = media_type(headers)
+        if stream and media == b"text/event-stream":
+            return True
+        if stream:
+            raise UpstreamProtocolError("The engine answered a streaming request without a stream.")
+        if not _is_json(media):
+            raise UpstreamProtocolError("The engine's answer is not JSON.")
         return False
-    if not 200 <= status < 300:
-        raise UpstreamProtocolError(
-            f"The engine answered HTTP {status}, which the gateway does not pass on "
-            "(it never follows or relays a redirect)."
-        )
-    media = media_type(headers)
-    if stream and media == b"text/event-stream":
-        return True
-    if stream:
-        raise UpstreamProtocolError("The engine answered a streaming request without a stream.")
-    if not _is_json(media):
-        raise UpstreamProtocolError("The engine's answer is not JSON.")
-    return False
+    if 400 <= status < 600:
+        return False
+    why = " (it never follows or relays a redirect)" if 300 <= status < 400 else ""
+    raise UpstreamProtocolError(
+        f"The engine answered HTTP {status:03d}, which the gateway does not pass on{why}."
+    )
 
 
 def error_answer(

@@ -46,6 +46,7 @@ class Call:
         "plan",
         "hide",
         "include_usage",
+        "owner",
     )
 
     def __init__(self, route: str | None, scope: Scope, send: Send) -> None:
@@ -71,3 +72,4 @@ class Call:
         self.plan: Any = None  # the route's own state between prepare and answer
         self.hide = False  # usage asked of the engine for metering, not shown to the client
         self.include_usage = False  # the client asked a stream for its usage
+        self.owner: str | None = None  # who may read what it stores (None: its credentials')

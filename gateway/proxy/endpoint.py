@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from typing import NamedTuple
 
 import orjson
 
@@ -31,6 +32,7 @@ from gateway.errors import (
     UpstreamUnavailable,
     UpstreamUnreachable,
 )
+from gateway.jsonbody.parse import parse_request
 from gateway.limits.limiter import Ticket, reservation
 from gateway.proxy.call import Call
 from gateway.proxy.fanout import fan_out
@@ -38,15 +40,28 @@ from gateway.proxy.firstmessage import take_first
 from gateway.proxy.headers import engine_query, with_request_id
 from gateway.proxy.openai import error_end
 from gateway.proxy.reply import reply
-from gateway.proxy.request import parse_request, read_body
+from gateway.proxy.request import read_body
 from gateway.proxy.route import Prepared, Route
 from gateway.proxy.watch import Watch
+from gateway.routing.hint import BATCH, Hint
 from gateway.state import GatewayState
 
 logger = logging.getLogger("gateway")
 # Where a deployment's failover takes the request: nothing was sent to an engine (every
 # replica out, none reachable, or the queue shed it).
 FAILOVER_ON = (UpstreamUnavailable, UpstreamUnreachable, Overloaded)
+# The scope key of an in-process request's Caller (an endpoint made ``inprocess`` only).
+CALLER = "ft_gateway.caller"
+
+
+class Caller(NamedTuple):
+    """Who an in-process request (a batch's line) is made for, in place of credentials:
+    the key's name and profile (the policy's overlay, the limits) and the owner of what
+    it stores."""
+
+    client: str | None
+    profile: str | None
+    owner: str
 
 
 def _client_left(cutoff: Cutoff, call: Call) -> None:
@@ -59,9 +74,12 @@ def _client_left(cutoff: Cutoff, call: Call) -> None:
 class ProxyEndpoint:
     """ASGI endpoint for one route."""
 
-    def __init__(self, state: GatewayState, route: Route) -> None:
+    def __init__(self, state: GatewayState, route: Route, *, inprocess: bool = False) -> None:
         self.state = state
         self.route = route
+        # Called in process (a batch's lines, gateway/batches/): the scope's Caller says
+        # whose the request is, and it waits behind interactive ones.
+        self.inprocess = inprocess
         self.upstream_path = route.upstream_path  # (a class attribute: read once, here)
         self.headers = route.headers  # what crosses each way (the route's table)
         # Restart-only settings (a reload never changes them), read once, here: each
@@ -88,7 +106,10 @@ class ProxyEndpoint:
                     "The gateway is shutting down; send the request again.",
                     headers={"Retry-After": "1", "Connection": "close"},
                 )
-            if state.authenticate is not None:
+            if self.inprocess:
+                caller: Caller = scope[CALLER]
+                record.client, call.profile, call.owner = caller
+            elif state.authenticate is not None:
                 record.client, call.profile = state.authenticate(headers)
             bodies = [b""]
             if route.name is not None:
@@ -120,6 +141,9 @@ class ProxyEndpoint:
                         content=route.content,
                     )
                 prepared = await route.prepare(call, raw, body)
+                if self.inprocess:
+                    hint = call.hint
+                    call.hint = Hint(hint.source, hint.key, BATCH)
                 if state.limiter is not None:
                     ticket = await self._admit(call, prepared)
                 bodies = prepared.bodies

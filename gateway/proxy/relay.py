@@ -8,9 +8,11 @@ each is parsed once, by the one reader (events.py's EventReader), and the
 shaper, the trace and the usage read that parse. Before the response starts an
 error is a status code; after it starts it is the shaper's framing: an engine
 failure, a broken event, the engine's own error event, a stream past
-``max_bytes``, or an engine that ends the stream before its end event. The loop
-is an async generator over an async iterable of bytes, so tests feed it bytes
-without HTTP.
+``max_bytes``, or an engine that ends the stream before its end event. The
+stream ends at the engine's end event (``data: [DONE]``): nothing after it is
+read here (reply.py tells the engine's response, which may still read the body's
+own end to keep its connection). The loop is an async generator over an async
+iterable of bytes, so tests feed it bytes without HTTP.
 """
 
 from __future__ import annotations
@@ -52,8 +54,6 @@ async def relay_stream(
         yield start
     try:
         async for chunk in chunks:
-            if shaper.ended:
-                continue  # read to the end so the connection can be reused
             if size == 0 and record is not None:
                 record.first_byte = time.perf_counter()
             size += len(chunk)
@@ -67,6 +67,8 @@ async def relay_stream(
                 out = shaper.events(raw, parsed, done=reader.done)
                 if out:
                     yield out
+                if shaper.ended:
+                    break  # the client's stream ends here, whatever the engine sends on
             if error is not None:
                 failure = error
                 break

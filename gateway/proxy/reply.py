@@ -41,6 +41,8 @@ async def reply(call: Call, route: Route, response: UpstreamResponse, limits: Li
                 secrets=lambda: known_secrets(call.headers, route.state.engines.engines),
             ):
                 await responder.body(out, more=True)
+            if shaper.ended:
+                response.finish()  # (its connection may be kept if its body ends soon)
             await responder.body(b"")
         except OSError:
             # The client hung up; the caller closes the engine's response.

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, NamedTuple
 import orjson
 
 from gateway._types import Headers
+from gateway.errors import GatewayError
 from gateway.limits.meter import Usage, usage_of
 from gateway.policy.engine import Decision, Policy, apply_policy
 from gateway.proxy.call import Call
@@ -77,6 +78,14 @@ class Route:
             raise decision.error
         record.stream = decision.body.get("stream") is True
         return decision
+
+    def refusal(
+        self, body: dict[str, Any], *, policy: Policy, profile: str | None
+    ) -> GatewayError | None:
+        """The error this route answers ``body`` with before any engine sees it (the
+        policy's, and the route's own checks), or None: what a batch's validation asks of
+        each line, with no request (gateway/batches/validate.py)."""
+        return apply_policy(policy, self.name or "", body, profile=profile).error
 
     async def prepare(self, call: Call, raw: bytes, body: dict[str, Any]) -> Prepared:
         """The request as the engine gets it (the policy's body, or a translation)."""

@@ -27,7 +27,7 @@ async def test_an_unserved_path_is_logged_and_counted(
         missing = await client.post("/v1/assistants", json={}, headers={"x-request-id": "r-404"})
         wrong = await client.get("/v1/chat/completions")
         for n in range(3):
-            await client.get(f"/v1/files/file_{n}")
+            await client.get(f"/v1/assistants/asst_{n}")  # (/v1/files is served: batches)
         made = (await client.post(RESPONSES, json=responses_request())).json()
         await client.get(f"{RESPONSES}/{made['id']}")
         await client.get(f"{RESPONSES}/resp_nope/input_items")

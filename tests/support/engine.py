@@ -171,6 +171,18 @@ class Wire:
     def open(self) -> bool:
         return not self._writer.is_closing() and not self.connection.closed.is_set()
 
+    @property
+    def unread(self) -> int:
+        """Bytes the client sent that no request has been read from yet."""
+        return len(self._buffer)
+
+    async def until_input(self) -> bool:
+        """Return once the client has sent bytes not read yet (True) or has left (False)."""
+        while not self._buffer:
+            if not await self._wait():
+                return False
+        return True
+
     async def _pump(self) -> None:
         try:
             while data := await self._reader.read(65536):

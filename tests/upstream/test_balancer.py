@@ -50,6 +50,9 @@ class FakeResponse:
     async def read(self, limit: int) -> bytes:
         return b"{}"
 
+    def finish(self) -> None:
+        pass
+
     async def aclose(self) -> None:
         self.closed = True
 

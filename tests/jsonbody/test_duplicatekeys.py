@@ -6,7 +6,7 @@ import orjson
 import pytest
 
 from gateway.errors import InvalidRequest
-from gateway.proxy.duplicatekeys import check_duplicate_keys, find_duplicate_key
+from gateway.jsonbody.duplicatekeys import check_duplicate_keys, find_duplicate_key
 
 
 def check(raw: bytes) -> None:

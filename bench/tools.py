@@ -1,0 +1,22 @@
+"""The programs the project's scripts install outside its venv (Envoy, helm, schemas):
+each script installs once and prints the path, which the bench and the tests ask for."""
+
+from __future__ import annotations
+
+import functools
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@functools.cache
+def installed(script: str) -> str:
+    """The path ``scripts/SCRIPT`` prints once it has installed its program (once per
+    machine); RuntimeError with its output if it cannot."""
+    done = subprocess.run(
+        [str(ROOT / "scripts" / script)], capture_output=True, text=True, check=False
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"scripts/{script} failed:\n{done.stderr}")
+    return done.stdout.strip().splitlines()[-1]
