@@ -196,8 +196,9 @@ class Capture(_Section):
     )
     redact_text: bool = Field(
         default=True,
-        description="replace message text (content, text, prompt, input, instructions...) "
-        "by as many 'x'; secret-looking strings are replaced whatever this says",
+        description="replace every string not listed as clear (the model, roles, types, "
+        "tool names, enumerated settings) by as many 'x'; secret-looking strings are "
+        "replaced whatever this says",
     )
 
 

@@ -36,6 +36,7 @@ from gateway.observe.capture import BodyCapture
 from gateway.observe.exchange import UNSERVED, Exchange
 from gateway.observe.metrics import Metrics
 from gateway.observe.metricsport import MetricsExposure
+from gateway.observe.modelnames import configured_models
 from gateway.observe.observers import make_observers
 from gateway.policy.engine import Policy
 from gateway.proxy.endpoint import ProxyEndpoint
@@ -130,6 +131,7 @@ def create_app(
     metrics = Metrics(registry)
     metrics.limiter = state.limiter
     metrics.policy_live(state.policy)
+    metrics.name_models(configured_models(settings, [live.policy, *live.policies.values()]))
     state.observer, state.tracer = make_observers(settings, metrics, span_exporter=span_exporter)
     reloader = Reloader(state, metrics=metrics, keyring=live.keyring)
     exposure = MetricsExposure(settings, metrics, worker_dir=worker_dir, sock=metrics_socket)

@@ -301,7 +301,8 @@ class Limiter:
             out["on_failure"] = self.config.redis.on_failure
             out["errors"] = health.errors
             if health.last_error is not None:
-                out["last_error"] = health.last_error
+                # Its kind only: the text names the store's address (the log has it).
+                out["last_error"] = health.last_error.partition(":")[0]
         return out
 
     async def aclose(self) -> None:

@@ -8,8 +8,9 @@ times more, for nothing: observers and scrapes both run on the event loop.
 Each app registers its own collector on its own CollectorRegistry (tests
 build many apps; nothing is global). ``Tallies`` holds every number and can
 be merged, so several worker processes can add theirs up for one scrape.
-Client-chosen label values (the model, unknown field names) are capped so
-that a client cannot grow the series without bound: past the cap they are
+The model label is one of the names the config gives (modelnames.py), else
+``(other)``: a client cannot choose it. Field names, which the policy's rules
+bound but a client's unknown fields do not, are capped: past the cap they are
 counted under ``(other)``.
 """
 
@@ -33,7 +34,8 @@ from gateway.limits.limiter import Limiter
 from gateway.limits.meter import Usage
 from gateway.observe.batchmetrics import BatchTallies, batch_families
 from gateway.observe.exchange import Exchange
-from gateway.observe.families import counter, histogram
+from gateway.observe.families import MAX_LABEL, Capped, counter, histogram
+from gateway.observe.families import OTHER as OTHER
 from gateway.observe.histogram import LATENCY_BUCKETS as LATENCY_BUCKETS
 from gateway.observe.histogram import Histogram as Histogram
 from gateway.observe.routingmetrics import (
@@ -46,10 +48,7 @@ from gateway.observe.tallies import RELOAD_RESULTS as RELOAD_RESULTS
 from gateway.observe.tallies import Tallies as Tallies
 from gateway.policy.engine import Policy
 
-OTHER = "(other)"
-MAX_MODELS = 64
 MAX_FIELDS = 256
-MAX_LABEL = 100
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 # The status of a request whose client left before any answer (nginx's 499).
 CLIENT_CLOSED = 499
@@ -71,31 +70,16 @@ def _upstream_codes() -> frozenset[str]:
 UPSTREAM_CODES = _upstream_codes()
 
 
-class _Capped:
-    """Label values as given (cut short) until ``limit`` distinct ones, then ``(other)``."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.seen: set[str] = set()
-
-    def label(self, value: str) -> str:
-        if value not in self.seen:
-            if len(self.seen) >= self.limit:
-                return OTHER
-            self.seen.add(value)
-        return value[:MAX_LABEL]
-
-
 class Metrics:
     """Requests, policy decisions, engine timings and failures, policy reloads."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.tallies = Tallies()
-        self._models = _Capped(MAX_MODELS)
-        self._fields = _Capped(MAX_FIELDS)
-        # Raw (client-given) label values -> capped ones, so each is worked out once.
+        self._fields = Capped(MAX_FIELDS)
+        # The config's model names -> their labels (name_models); any other is (other).
         self._model_labels: dict[str | None, str] = {None: ""}
+        # Raw (client-given) field names -> capped ones, so each is worked out once.
         self._field_labels: dict[str, str] = {}
         # Requests being handled: the gauges are counted from these when scraped.
         self._live: dict[int, Exchange] = {}
@@ -118,9 +102,7 @@ class Metrics:
         self._live.pop(id(exchange), None)
         t = self.tallies
         route = exchange.route or exchange.path
-        model = self._model_labels.get(exchange.model)
-        if model is None:
-            model = self._model_label(exchange.model)
+        model = self._model_labels.get(exchange.model, OTHER)
         key = (route, model, exchange.status or CLIENT_CLOSED)
         t.requests[key] = t.requests.get(key, 0) + 1
         if exchange.client is not None:
@@ -220,11 +202,12 @@ class Metrics:
             ckey = (client, "total")
             clients[ckey] = clients.get(ckey, 0) + total
 
-    def _model_label(self, model: str | None) -> str:
-        label = self._models.label(model or "")
-        if label != OTHER:
-            self._model_labels[model] = label
-        return label
+    def name_models(self, names: Iterable[str]) -> None:
+        """Label requests for ``names`` (the config's: modelnames.py) by their own name;
+        any other model counts as ``(other)``, a request without one as ``""``."""
+        labels: dict[str | None, str] = {name: name[:MAX_LABEL] for name in names}
+        labels[None] = ""
+        self._model_labels = labels
 
     def _field_label(self, name: str) -> str:
         if "[" in name:

@@ -37,7 +37,7 @@ from gateway.limits.limiter import Ticket, reservation
 from gateway.proxy.call import Call
 from gateway.proxy.fanout import fan_out
 from gateway.proxy.firstmessage import take_first
-from gateway.proxy.headers import DROP_UPSTREAM, filter_headers, with_request_id
+from gateway.proxy.headers import engine_query, with_request_id
 from gateway.proxy.openai import error_end
 from gateway.proxy.reply import reply
 from gateway.proxy.request import read_body
@@ -81,6 +81,7 @@ class ProxyEndpoint:
         # whose the request is, and it waits behind interactive ones.
         self.inprocess = inprocess
         self.upstream_path = route.upstream_path  # (a class attribute: read once, here)
+        self.headers = route.headers  # what crosses each way (the route's table)
         # Restart-only settings (a reload never changes them), read once, here: each
         # read of a pydantic model's attribute costs a slow look-up.
         settings = state.settings
@@ -214,7 +215,7 @@ class ProxyEndpoint:
 
     def _upstream_headers(self, call: Call, auth: bytes | None) -> Headers:
         out = with_request_id(
-            filter_headers(call.headers, DROP_UPSTREAM, call.named),
+            self.headers.to_engine(call.headers, call.named),
             call.responder.request_id,
             call.engine_id,
         )
@@ -234,7 +235,9 @@ class ProxyEndpoint:
         path: str = self.upstream_path or scope["path"]
         query: bytes = scope.get("query_string", b"")
         if query:
-            path = f"{path}?{query.decode('latin-1')}"
+            query = engine_query(query)
+            if query:
+                path = f"{path}?{query.decode('latin-1')}"
         target = call.target
         engine = state.engines.default if target is None else target.engine
         headers = self._upstream_headers(call, engine.auth)
@@ -247,7 +250,9 @@ class ProxyEndpoint:
             record.upstream_replica = engine.replica
             method: str = scope["method"]
             if len(bodies) > 1:
-                fanned = fan_out(engine.upstream, call, limits=state.settings.limits)
+                fanned = fan_out(
+                    engine.upstream, call, limits=state.settings.limits, headers=self.headers
+                )
                 response = await fanned.start(method, path, headers=headers, bodies=bodies)
             else:
                 fanned = None

@@ -15,7 +15,7 @@ import redis.asyncio as redis
 from redis.exceptions import RedisError
 
 from gateway.errors import StoreUnavailable
-from gateway.responses.store import StoredResponse, visible
+from gateway.responses.store import StoredResponse, unavailable, visible
 
 # The owner's expired responses off its total (KEYS[2] sizes, KEYS[3] expiries), by
 # Redis's clock, as the records' own expiry. Shared by the scripts below.
@@ -120,4 +120,4 @@ class RedisStore:
 
 
 def _unavailable(exc: BaseException) -> StoreUnavailable:
-    return StoreUnavailable(f"The response store (Redis) is unavailable ({type(exc).__name__}).")
+    return unavailable("redis", exc)

@@ -27,9 +27,8 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
-from gateway.errors import StoreUnavailable
 from gateway.private import open_private, private_directory, state_dir
-from gateway.responses.store import StoredResponse, visible
+from gateway.responses.store import StoredResponse, unavailable, visible
 
 _T = TypeVar("_T")
 FILE = "responses.sqlite3"
@@ -129,9 +128,7 @@ class SqliteStore:
         try:
             return await asyncio.to_thread(run)
         except (sqlite3.Error, OSError) as exc:
-            raise StoreUnavailable(
-                f"The response store (SQLite, {self.path}) failed: {exc}."
-            ) from exc
+            raise unavailable("sqlite", exc, path=str(self.path)) from exc
 
     async def _run(self, sql: str, args: tuple[Any, ...]) -> list[Any]:
         return await self._transact(lambda db: db.execute(sql, args).fetchall())

@@ -7,20 +7,37 @@ default; sqlitestore.py: a file, every worker of one host), redis
 (redisstore.py: every worker and pod), memory (one process). Each keeps
 records ``store.ttl`` seconds. A record is visible only to its owner; to anyone
 else it does not exist (404, as OpenAI answers for an unknown id). Backend
-failures are StoreUnavailable.
+failures are StoreUnavailable (``unavailable``): the client learns that the store
+is unavailable and nothing else (no file path, no address, no library's error
+text), the gateway's log says where and why.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import orjson
 
+from gateway.errors import StoreUnavailable
 from gateway.settings import Store
+
+logger = logging.getLogger("gateway.store")
+UNAVAILABLE = "The response store is unavailable; try again later."
+
+
+def unavailable(backend: str, exc: BaseException, **where: str) -> StoreUnavailable:
+    """The error a client gets for a failure of the store, once its detail (``where``:
+    the file, ...; the exception) is in the log."""
+    logger.warning(
+        "the response store failed",
+        extra={"event": "store_failed", "backend": backend, **where, "error": repr(exc)},
+    )
+    return StoreUnavailable(UNAVAILABLE)
 
 
 @dataclass(slots=True)

@@ -79,7 +79,7 @@ async def test_n_gets_n_engine_requests_merged_into_one_answer(
             body["id"] = f"chatcmpl-{i}"
             body["system_fingerprint"] = f"fp-{i}"
         usage = {"prompt_tokens": 11, "completion_tokens": i + 1, "total_tokens": 12 + i}
-        headers = {"x-engine": f"replica-{i}"}
+        headers = {"retry-after": str(i + 1), "x-engine": f"replica-{i}"}
         return httpx.Response(200, json={**body, "usage": usage}, headers=headers)
 
     engine.handler = handler
@@ -88,7 +88,8 @@ async def test_n_gets_n_engine_requests_merged_into_one_answer(
     assert response.status_code == 200
     merged = response.json()
     assert response.headers["x-request-id"] == "req-7"
-    assert response.headers["x-engine"] == "replica-0"  # the first answer's headers
+    assert response.headers["retry-after"] == "1"  # the first answer's (relayed) headers
+    assert "x-engine" not in response.headers  # an engine's own: never relayed
     prefix = "chatcmpl" if route == CHAT else "cmpl"
     assert merged["id"] == f"{prefix}-0"
     assert [c["index"] for c in merged["choices"]] == [0, 1, 2]
