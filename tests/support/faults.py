@@ -10,7 +10,6 @@ from collections.abc import Iterator
 
 from gateway.settings import Settings
 from tests.support.gateways import gateway_settings
-from tests.support.servers import free_port
 
 TIMEOUTS = {"connect": 1.0, "response": 1.5, "stream_idle": 0.5}
 # Every failure must be answered within the time-outs; this is only how long a
@@ -18,7 +17,15 @@ TIMEOUTS = {"connect": 1.0, "response": 1.5, "stream_idle": 0.5}
 DEADLINE = sum(TIMEOUTS.values()) + 10
 # Long engine time-outs, for tests where only the client's leaving (or a drain) may
 # end a request.
-HELD = {"FT_GATEWAY_TIMEOUTS__RESPONSE": "60", "FT_GATEWAY_TIMEOUTS__STREAM_IDLE": "60"}
+# The connect time-out too: on a loaded machine a loopback connect made while the event
+# loop waits for its turn on a core can outlast the 1 s above.
+HELD = {
+    "FT_GATEWAY_TIMEOUTS__CONNECT": "60",
+    "FT_GATEWAY_TIMEOUTS__RESPONSE": "60",
+    "FT_GATEWAY_TIMEOUTS__STREAM_IDLE": "60",
+}
+# The sockets of refused_url, bound for as long as this process lives.
+_REFUSING: list[socket.socket] = []
 
 
 def fault_settings(upstream: str, *, client: str = "httpx", **env: str) -> Settings:
@@ -37,8 +44,13 @@ def fault_settings(upstream: str, *, client: str = "httpx", **env: str) -> Setti
 
 
 def refused_url() -> str:
-    """A loopback URL nothing listens on (connects are refused at once)."""
-    return f"http://127.0.0.1:{free_port()}"
+    """A loopback URL nothing listens on (connects are refused at once): its port is
+    bound by a socket of this process that never listens, so no other server (another
+    test, another pytest-xdist worker) can take it while the test runs."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.bind(("127.0.0.1", 0))
+    _REFUSING.append(sock)
+    return f"http://127.0.0.1:{sock.getsockname()[1]}"
 
 
 @contextlib.contextmanager
