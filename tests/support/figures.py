@@ -15,7 +15,7 @@ from collections.abc import Callable
 import pytest
 
 _KEY = "figure"
-_FIGURES: list[tuple[str, str]] = []
+_FIGURES: list[str] = []
 
 
 @pytest.fixture
@@ -23,7 +23,7 @@ def figure(request: pytest.FixtureRequest) -> Callable[[str, str], None]:
     """Record a measured figure for the closing summary."""
 
     def record(name: str, value: str) -> None:
-        request.node.user_properties.append((_KEY, (name, value)))
+        request.node.user_properties.append((_KEY, f"{name}: {value}"))
 
     return record
 
@@ -32,11 +32,11 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     # The teardown report carries every figure the test recorded (its fixtures' too); in
     # a worker the list is never printed, the controller gets the report and keeps them.
     if report.when == "teardown":
-        _FIGURES.extend(tuple(value) for key, value in report.user_properties if key == _KEY)
+        _FIGURES.extend(str(value) for key, value in report.user_properties if key == _KEY)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if _FIGURES:
         terminalreporter.section("measured figures")
-        for name, value in _FIGURES:
-            terminalreporter.write_line(f"{name}: {value}")
+        for line in _FIGURES:
+            terminalreporter.write_line(line)
