@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,6 +20,7 @@ from typing import Any
 
 import yaml
 
+from bench.ports import free_port
 from bench.tools import installed
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,19 +84,12 @@ def envoy_command(config: Path, admin_address: Path) -> list[str]:
     ]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
 def _start_extproc(workdir: Path) -> tuple[subprocess.Popen[bytes], int]:
     """ft-gateway extproc with the repository's config; its gRPC port once it listens."""
     config = ROOT / "config.yaml"
     command = [str(Path(sys.executable).parent / "ft-gateway"), "extproc", "--config", str(config)]
     # As the gateway contender runs serve: the repository's config (access log on).
-    command += ["--port", "0", "--metrics-port", str(_free_port())]
+    command += ["--port", "0", "--metrics-port", str(free_port())]
     log = workdir / "extproc.log"
     with log.open("wb") as out:
         process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)

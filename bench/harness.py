@@ -11,7 +11,6 @@ import contextlib
 import hashlib
 import json
 import math
-import socket
 import subprocess
 import sys
 import time
@@ -30,6 +29,7 @@ from bench.contenders import (
     stop_process,
     wait_ready,
 )
+from bench.ports import HOST, free_port
 from bench.procstat import cpu_seconds, cpu_seconds_by_command, cpu_seconds_precise, memory_kib
 from bench.results import Record
 from bench.scenarios import CHAT_BODY, HOLD_CHUNK_MS, PACED_CHUNK_MS, Engine, Scenario
@@ -37,15 +37,6 @@ from bench.wrk import lua_script, run_wrk
 
 LOAD_CPU = 0
 PROXY_CPU = 1
-HOST = "127.0.0.1"
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass(frozen=True)

@@ -137,8 +137,8 @@ def _add_policy_commands(sub: Any) -> None:
             "reload",
             help="reload the running gateway's policy, API keys and limits; wait for the result",
             description="Signal the gateway that holds the pidfile (server.pidfile, else "
-            "ft-gateway-PORT.pid in $XDG_RUNTIME_DIR or the temporary directory) and wait "
-            "for every worker's result. Exit 0 if reloaded, 1 if refused (nothing changed; "
+            "ft-gateway-PORT.pid in $XDG_RUNTIME_DIR/ft-gateway or the state directory) and "
+            "wait for every worker's result. Exit 0 if reloaded, 1 if refused (nothing changed; "
             "the reasons are printed), 2 if no gateway answered.",
         )
     )

@@ -6,8 +6,9 @@ Plain data and pure checks (it imports no more of the gateway than the routing
 settings and the errors), so the settings, ``check``, the fleet's runtime
 (gateway/fleet/) and the external processor (gateway/extproc/) all read it: the
 table from each client-facing name to its deployment (``placements``) is made here.
-Empty ``deployments`` (the default) is the single deployment of today: the
-top-level ``upstream`` and ``policy``, serving any model name (the engine decides).
+Empty ``deployments`` (the default) is the single deployment: the top-level
+``upstream`` and ``policy``, serving the names ``upstream.models`` lists or, unset, those
+its engine lists (gateway/fleet/served.py).
 """
 
 from __future__ import annotations
@@ -87,6 +88,14 @@ class Upstream(BaseModel):
     )
     queue: Queue = Field(default_factory=Queue)
     dns: Dns | None = Field(default=None, description="replicas from a DNS name (instead of urls)")
+    models: list[Annotated[str, Field(min_length=1)]] | None = Field(
+        default=None,
+        min_length=1,
+        description="one deployment: the model names clients may ask for (any other is the "
+        "404 of an unknown model, and GET /v1/models lists these). Unset: the names the "
+        "engine's own GET /v1/models lists, read at the first request (docs/fleet.md). "
+        "A fleet's deployment gives its models beside its upstream instead",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -166,6 +175,12 @@ class Deployment(BaseModel):
         "or its queue sheds; it must serve the same models",
     )
     owned_by: str = Field(default="ft-gateway", description="owned_by in GET /v1/models")
+
+    @model_validator(mode="after")
+    def _models_here(self) -> Deployment:
+        if self.upstream.models is not None:
+            raise ValueError("a deployment's model names are its 'models', not upstream.models")
+        return self
 
     def names(self) -> Iterator[str]:
         """Every name a client may ask this deployment by (served, then aliases)."""

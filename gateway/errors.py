@@ -10,6 +10,7 @@
     │   └── ModelNotFound             404  model_not_found  (param model)
     ├── MethodNotAllowed              405  invalid_request_error / method_not_allowed
     ├── RateLimited                   429  requests|tokens / rate_limit_exceeded  (Retry-After)
+    ├── QuotaExceeded                 429  insufficient_quota  (x-should-retry: false)
     ├── LimiterUnavailable            503  server_error / rate_limiter_unavailable
     ├── ShuttingDown                  503  server_error / shutting_down  (Retry-After)
     ├── StoreUnavailable              503  server_error / store_unavailable
@@ -173,6 +174,15 @@ class ShuttingDown(GatewayError):
 
     status = 503
     default_code = "shutting_down"
+
+
+class QuotaExceeded(GatewayError):
+    """A key's stored responses fill its share of the response store (store.max_bytes_per_key):
+    OpenAI's 429 for a spent quota, which waiting a moment does not cure."""
+
+    status = 429
+    type = "insufficient_quota"
+    default_code = "insufficient_quota"
 
 
 class StoreUnavailable(GatewayError):

@@ -115,7 +115,8 @@ class Server(_Section):
     pidfile: Path | None = Field(
         default=None,
         description="where serve writes its pid for 'ft-gateway reload' (unset: "
-        "ft-gateway-PORT.pid in $XDG_RUNTIME_DIR, else the temporary directory)",
+        "ft-gateway-PORT.pid in $XDG_RUNTIME_DIR/ft-gateway, else the state directory, "
+        "$XDG_STATE_HOME/ft-gateway or ~/.local/state/ft-gateway)",
     )
 
 
@@ -195,8 +196,9 @@ class Capture(_Section):
     )
     redact_text: bool = Field(
         default=True,
-        description="replace message text (content, text, prompt, input, instructions...) "
-        "by as many 'x'; secret-looking strings are replaced whatever this says",
+        description="replace every string not listed as clear (the model, roles, types, "
+        "tool names, enumerated settings) by as many 'x'; secret-looking strings are "
+        "replaced whatever this says",
     )
 
 
@@ -219,6 +221,13 @@ class Store(_Section):
     )
     ttl: float = Field(default=30 * 86400, gt=0, description="seconds a response is kept")
     key_prefix: str = Field(default="ft-gateway:response:", description="redis: key prefix")
+    max_bytes_per_key: int | None = Field(
+        default=256 * 1024 * 1024,
+        ge=1,
+        description="the most bytes the responses of one API key (or one bearer token, "
+        "with keys off) may fill in the store; past it a request that would store one "
+        "more gets 429 insufficient_quota (store: false still passes). None: no bound",
+    )
 
 
 class ExtProc(_Section):

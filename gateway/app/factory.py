@@ -30,11 +30,13 @@ from gateway.fleet.engines import engine_dns, hinter_for, open_engines
 from gateway.fleet.models import ModelList
 from gateway.fleet.reload import fleet_changed
 from gateway.fleet.router import ModelRouter, needs_router
+from gateway.fleet.served import ServedNames
 from gateway.limits.limiter import make_limiter
 from gateway.observe.capture import BodyCapture
 from gateway.observe.exchange import UNSERVED, Exchange
 from gateway.observe.metrics import Metrics
 from gateway.observe.metricsport import MetricsExposure
+from gateway.observe.modelnames import configured_models
 from gateway.observe.observers import make_observers
 from gateway.policy.engine import Policy
 from gateway.proxy.endpoint import ProxyEndpoint
@@ -119,6 +121,8 @@ def create_app(
     if live.keyring is not None:
         state.authenticate = live.keyring.authenticate
     state.models = make_gate(settings.model_access)
+    if not settings.deployments:  # a fleet's table refuses the names it does not serve
+        state.served = ServedNames(state, settings.upstream.models)
     state.router = ModelRouter(state) if needs_router(state) else None
 
     state.limiter = make_limiter(
@@ -127,6 +131,7 @@ def create_app(
     metrics = Metrics(registry)
     metrics.limiter = state.limiter
     metrics.policy_live(state.policy)
+    metrics.name_models(configured_models(settings, [live.policy, *live.policies.values()]))
     state.observer, state.tracer = make_observers(settings, metrics, span_exporter=span_exporter)
     reloader = Reloader(state, metrics=metrics, keyring=live.keyring)
     exposure = MetricsExposure(settings, metrics, worker_dir=worker_dir, sock=metrics_socket)
@@ -192,8 +197,9 @@ def create_app(
     batches = BatchService.make(state, proxied, keys=lambda: reloader.keys)
     if batches is not None:
         metrics.batch_gauges = batches.runner.gauges
-    if settings.deployments:
-        # A fleet answers its model list itself, from its table (fleet/models.py).
+    if settings.deployments or settings.upstream.models is not None:
+        # A fleet answers its model list itself, from its table (fleet/models.py), and
+        # so does one deployment whose names are configured.
         models = ModelList(state)
         fleet_routes = [
             Route("/v1/models", models.list, methods=["GET"]),

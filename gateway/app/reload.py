@@ -42,6 +42,7 @@ from gateway.fleet.access import make_gate
 from gateway.fleet.reload import fleet_reload_problems
 from gateway.fleet.router import ModelRouter
 from gateway.observe.metrics import Metrics
+from gateway.observe.modelnames import configured_models
 from gateway.policy.engine import Policy
 from gateway.settings import Settings, load_settings
 from gateway.state import GatewayState
@@ -62,8 +63,9 @@ class ReloadResult:
     result: str  # loaded, unchanged or failed
     trigger: str  # SIGHUP, watch, ...
     at: datetime
-    error: str | None = None
+    error: str | None = None  # failed: every problem, with its file (the log's, reload's)
     changed: tuple[str, ...] = ()  # loaded: "policy", "API keys", "rate limits"
+    reason: str | None = None  # failed: what /readyz shows, no file, no detail
 
 
 class Reloader:
@@ -108,11 +110,18 @@ class Reloader:
             try:
                 new = await anyio.to_thread.run_sync(self._prepare)
             except SourceError as exc:
-                result = self._failed(trigger, digest, str(exc), exc_info=False)
+                count = len(exc.problems)
+                reason = (
+                    f"The files did not pass the checks ({count} problem"
+                    f"{'' if count == 1 else 's'}); the gateway's log and "
+                    "'ft-gateway reload' name them."
+                )
+                result = self._failed(trigger, digest, str(exc), reason, exc_info=False)
                 self._failed_digest = digest
             except Exception as exc:  # a reload must never take the gateway down
                 error = f"{type(exc).__name__}: {exc}"
-                result = self._failed(trigger, digest, error, exc_info=True)
+                reason = "The reload failed inside the gateway; its log has the details."
+                result = self._failed(trigger, digest, error, reason, exc_info=True)
             else:
                 result = self._apply(trigger, new)
                 self._live_digest, self._failed_digest = digest, None
@@ -216,6 +225,9 @@ class Reloader:
             fleet = bool(new.settings.deployments)
             state.router = ModelRouter(state) if fleet or state.models else None
             changed.append("model access")
+        if self.metrics is not None:
+            policies = [new.policy, *new.policies.values()]
+            self.metrics.name_models(configured_models(new.settings, policies))
         state.settings = state.settings.model_copy(
             update={
                 "policy": new.settings.policy,
@@ -235,7 +247,7 @@ class Reloader:
         return ReloadResult(LOADED, trigger, datetime.now(UTC), changed=tuple(changed))
 
     def _failed(
-        self, trigger: str, digest: str | None, error: str, *, exc_info: bool
+        self, trigger: str, digest: str | None, error: str, reason: str, *, exc_info: bool
     ) -> ReloadResult:
         logger.error(
             "reload failed; the live policy, API keys and rate limits stay",
@@ -243,7 +255,7 @@ class Reloader:
             extra=_policy_fields(self.state.policy, prefix="live_")
             | {"event": "reload", "trigger": trigger, "files_sha256": digest, "error": error},
         )
-        return ReloadResult(FAILED, trigger, datetime.now(UTC), error)
+        return ReloadResult(FAILED, trigger, datetime.now(UTC), error, reason=reason)
 
     def _write_status(self) -> None:
         if self.status_dir is None:

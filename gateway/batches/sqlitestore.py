@@ -29,7 +29,8 @@ import orjson
 
 from gateway.batches.store import FINAL, Change, FileRecord
 from gateway.errors import StoreUnavailable
-from gateway.responses.sqlitestore import BUSY_TIMEOUT, state_dir
+from gateway.private import state_dir
+from gateway.responses.sqlitestore import BUSY_TIMEOUT
 from gateway.settings import Batches
 
 FILE = "batches.sqlite3"

@@ -30,6 +30,7 @@ from gateway.fleet.access import make_gate
 from gateway.observe.capture import BodyCapture
 from gateway.observe.metrics import Metrics
 from gateway.observe.metricsport import MetricsExposure
+from gateway.observe.modelnames import configured_models
 from gateway.observe.observers import make_observers
 from gateway.settings import Settings
 from gateway.state import GatewayState
@@ -97,6 +98,7 @@ def build(settings: Settings, *, span_exporter: SpanExporter | None = None) -> P
         state.capture = BodyCapture(settings.capture)
     metrics = Metrics()
     metrics.policy_live(state.policy)
+    metrics.name_models(configured_models(settings, [live.policy, *live.policies.values()]))
     state.observer, state.tracer = make_observers(settings, metrics, span_exporter=span_exporter)
     decider = Decider(state, Fleet(settings, live.policies))
     reloader = Reloader(state, metrics=metrics, keyring=live.keyring)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any, Protocol
 
 from gateway._types import Headers
+from gateway.deployments import unplaced
 from gateway.errors import ModelNotFound
 from gateway.observe.exchange import Exchange
 from gateway.policy.engine import Policy
@@ -43,8 +44,9 @@ class ModelRouter:
     def route(self, call: Call, body: dict[str, Any], content: str) -> Target | None:
         """The request's deployment and served name (None: the single deployment);
         ModelNotFound for a model its key may not use or no deployment serves, or the
-        400 of a missing or non-string model in a fleet. A fleet's routing hint is its
-        deployment's (``content``: the field the route keeps the conversation in)."""
+        400 of a missing or non-string model in a fleet or from a key limited to models.
+        A fleet's routing hint is its deployment's (``content``: the field the route
+        keeps the conversation in)."""
         record = call.record
         target = self.deployment_of(record.client, call.profile, body.get("model"))
         if target is None:
@@ -68,8 +70,14 @@ class ModelRouter:
         without the request (a batch's validation asks it of each line)."""
         state = self.state
         gate = state.models
-        if gate is not None and isinstance(model, str) and not gate.may_use(client, profile, model):
-            raise ModelNotFound(model)
+        if gate is not None:
+            if isinstance(model, str):
+                if not gate.may_use(client, profile, model):
+                    raise ModelNotFound(model)
+            elif gate.allowed(client, profile) is not None:
+                # No model named is the engine's own, which the key may not be allowed
+                # (/tokenize, /detokenize): a key limited to models names one.
+                raise unplaced(model)
         engines = state.engines
         if not engines.fleet:
             return None

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-from gateway.probe import checks, messages, sampling, seed, vectors
+from gateway.probe import checks, messages, sampling, seed, structured, vectors
 from gateway.probe.client import BudgetSpent, EngineClient
 from gateway.probe.context import (
     FREE_SAMPLES,
@@ -18,10 +18,12 @@ from gateway.probe.context import (
     Probe,
     ProbeError,
 )
+from gateway.probe.keywords import SAMPLES as KEYWORD_SAMPLES
 from gateway.probe.progress import Progress
 from gateway.probe.responses import REQUESTS, RESPONSES, ResponsesProbe, probe_responses
 from gateway.probe.route import CHAT, ProbeRoute
-from gateway.probe.verdict import INCONCLUSIVE, Verdict
+from gateway.probe.structured import StructuredProbe, probe_native_keywords, probe_structured
+from gateway.probe.verdict import HONOURED, INCONCLUSIVE, Verdict
 
 
 @dataclass(frozen=True)
@@ -76,13 +78,20 @@ def checks_for(route: str) -> list[Check]:
     return [c for c in CHECKS if route == CHAT or not c.chat_only]
 
 
-def planned_requests(routes: Sequence[str]) -> int:
+def planned_requests(routes: Sequence[str], *, keyword_samples: int = KEYWORD_SAMPLES) -> int:
     """The most requests a probe of ``routes`` sends."""
     baseline = GREEDY_SAMPLES + FREE_SAMPLES
     chat_like = [r for r in routes if r != RESPONSES and r not in vectors.REQUESTS]
     native = REQUESTS if RESPONSES in routes else 0
     native += sum(vectors.REQUESTS.get(r, 0) for r in routes)
-    return native + sum(baseline + sum(c.requests for c in checks_for(r)) for r in chat_like)
+    below = (
+        structured.planned(keywords_too=True, native=RESPONSES in routes, samples=keyword_samples)
+        if CHAT in routes
+        else 0
+    )
+    return (
+        native + below + sum(baseline + sum(c.requests for c in checks_for(r)) for r in chat_like)
+    )
 
 
 @dataclass
@@ -109,6 +118,7 @@ class ProbeResult:
     routes: list[RouteResult] = field(default_factory=list)
     requests: int = 0
     responses: ResponsesProbe | None = None  # when /v1/responses was probed
+    structured: StructuredProbe | None = None  # below the field, when chat was probed
 
     def route(self, path: str) -> RouteResult | None:
         return next((r for r in self.routes if r.route == path), None)
@@ -124,8 +134,10 @@ def probe_engine(
     progress: Progress | None = None,
     today: date | None = None,
     before_wave: BeforeWave | None = None,
+    keyword_samples: int = KEYWORD_SAMPLES,
 ) -> ProbeResult:
     """Probe each route; ProbeError when the engine answers no route's plain request.
+    ``keyword_samples``: answers per JSON-Schema keyword case (keywords.py).
 
     A route whose plain request fails is kept with its ``error`` and no verdicts.
     ``before_wave``: see load.py (tests hold the reference engine's steps with it).
@@ -144,6 +156,16 @@ def probe_engine(
                 result.responses = probe_responses(client, model=model, extra=result.extra)
             except BudgetSpent as exc:
                 result.responses = ResponsesProbe(False, f"not measured: {exc}")
+            text = result.responses.verdict("text")
+            if result.structured is not None and text is not None and text.outcome == HONOURED:
+                show(f"{path} native keywords")
+                probe_native_keywords(
+                    client,
+                    result.structured,
+                    model=model,
+                    extra=result.extra,
+                    samples=keyword_samples,
+                )
             continue
         if path in vectors.PROBES:
             show(path)
@@ -167,6 +189,12 @@ def probe_engine(
                 gave_up = not _revive(probe)
             verdicts.append(_run(check, probe))
         result.routes.append(RouteResult(path, verdicts, probe.baseline))
+        if path == CHAT:
+            show(f"{path} tools and schema keywords")
+            json_mode = result.routes[-1].verdict("response_format")
+            result.structured = probe_structured(
+                probe, json_mode=json_mode, samples=keyword_samples
+            )
     show("done")
     result.requests = client.sent
     if result.routes and all(r.error is not None for r in result.routes):

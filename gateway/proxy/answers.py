@@ -11,6 +11,7 @@ parse error instead of an API error.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -55,10 +56,13 @@ def check_head(status: int, headers: Headers, *, stream: bool) -> bool:
     )
 
 
-def error_answer(status: int, headers: Headers, data: bytes) -> tuple[Headers, bytes, Any]:
+def error_answer(
+    status: int, headers: Headers, data: bytes, *, secrets: Sequence[str] = ()
+) -> tuple[Headers, bytes, Any]:
     """The headers and body the client gets for an engine's error answer (status >= 400)
-    with ``headers`` (those it may get), normalised, and the inner error it holds."""
-    error = normalise_error(status, data)
+    with ``headers`` (those it may get), normalised without ``secrets``, and the inner
+    error it holds."""
+    error = normalise_error(status, data, secrets=secrets)
     data = orjson.dumps({"error": error})
     headers = [(n, v) for n, v in headers if n != b"content-type"]
     headers.append((b"content-type", _JSON))

@@ -37,7 +37,7 @@ from gateway.limits.limiter import Ticket, reservation
 from gateway.proxy.call import Call
 from gateway.proxy.fanout import fan_out
 from gateway.proxy.firstmessage import take_first
-from gateway.proxy.headers import DROP_UPSTREAM, filter_headers, with_request_id
+from gateway.proxy.headers import engine_query, with_request_id
 from gateway.proxy.openai import error_end
 from gateway.proxy.reply import reply
 from gateway.proxy.request import read_body
@@ -81,6 +81,7 @@ class ProxyEndpoint:
         # whose the request is, and it waits behind interactive ones.
         self.inprocess = inprocess
         self.upstream_path = route.upstream_path  # (a class attribute: read once, here)
+        self.headers = route.headers  # what crosses each way (the route's table)
         # Restart-only settings (a reload never changes them), read once, here: each
         # read of a pydantic model's attribute costs a slow look-up.
         settings = state.settings
@@ -99,6 +100,7 @@ class ProxyEndpoint:
             tracer.begin(record, headers)
         state.observer.started(record)
         ticket: Ticket | None = None
+        authenticated = False
         try:
             if state.drain.draining:
                 raise ShuttingDown(
@@ -110,6 +112,7 @@ class ProxyEndpoint:
                 record.client, call.profile, call.owner = caller
             elif state.authenticate is not None:
                 record.client, call.profile = state.authenticate(headers)
+            authenticated = True
             bodies = [b""]
             if route.name is not None:
                 raw = await self._read_body(receive, call)
@@ -130,6 +133,9 @@ class ProxyEndpoint:
                     if target is not None and target.alias:
                         body = {**body, "model": target.served}
                         raw = orjson.dumps(body)
+                served = state.served
+                if served is not None and record.model not in served.names:
+                    await served.admit(record.model)  # (a name it lacks: read, or refused)
                 if state.hinter is not None:
                     # From the body as sent: the policy may strip prompt_cache_key.
                     call.hint = state.hinter.hint(
@@ -150,6 +156,8 @@ class ProxyEndpoint:
                 del raw, body, prepared
             await self._forward(call, scope, receive, bodies)
         except GatewayError as exc:
+            if authenticated and ticket is None and state.limiter is not None:
+                exc = await self._charged(call, exc)
             record.failed(exc)
             if isinstance(exc, RateLimited):
                 record.rate_limited = exc.limit
@@ -165,7 +173,12 @@ class ProxyEndpoint:
             record.bytes_out = responder.bytes_out
             state.observer.finished(record)
             if ticket is not None and state.limiter is not None:
-                await state.limiter.settle(ticket, record.usage, status=record.status)
+                status = record.status
+                if not status and record.client_disconnected and record.upstream_started:
+                    # Left before its answer, after the engine was asked: the engine did
+                    # the work, so it is charged as an answer that reported no usage.
+                    status = record.upstream_status or 200
+                await state.limiter.settle(ticket, record.usage, status=status)
 
     async def _admit(self, call: Call, prepared: Prepared) -> Ticket | None:
         """The request's hold on its key's limits, reserving its worst case in tokens."""
@@ -186,9 +199,23 @@ class ProxyEndpoint:
             call.responder.extra = ticket.headers
         return ticket
 
+    async def _charged(self, call: Call, exc: GatewayError) -> GatewayError:
+        """A request refused after authentication, before the limiter admitted it (its
+        body, its model, the policy): one request of its key all the same
+        (docs/limits.md), so refusals are no way past the limits. Its 4xx, or the 429
+        once the key's requests per minute are spent."""
+        limiter = self.state.limiter
+        if limiter is None or not 400 <= exc.status < 500 or isinstance(exc, RateLimited):
+            return exc
+        try:
+            call.responder.extra = await limiter.charge(call.record.client, call.profile)
+        except RateLimited as limited:
+            return limited
+        return exc
+
     def _upstream_headers(self, call: Call, auth: bytes | None) -> Headers:
         out = with_request_id(
-            filter_headers(call.headers, DROP_UPSTREAM, call.named),
+            self.headers.to_engine(call.headers, call.named),
             call.responder.request_id,
             call.engine_id,
         )
@@ -208,7 +235,9 @@ class ProxyEndpoint:
         path: str = self.upstream_path or scope["path"]
         query: bytes = scope.get("query_string", b"")
         if query:
-            path = f"{path}?{query.decode('latin-1')}"
+            query = engine_query(query)
+            if query:
+                path = f"{path}?{query.decode('latin-1')}"
         target = call.target
         engine = state.engines.default if target is None else target.engine
         headers = self._upstream_headers(call, engine.auth)
@@ -221,7 +250,9 @@ class ProxyEndpoint:
             record.upstream_replica = engine.replica
             method: str = scope["method"]
             if len(bodies) > 1:
-                fanned = fan_out(engine.upstream, call, limits=state.settings.limits)
+                fanned = fan_out(
+                    engine.upstream, call, limits=state.settings.limits, headers=self.headers
+                )
                 response = await fanned.start(method, path, headers=headers, bodies=bodies)
             else:
                 fanned = None

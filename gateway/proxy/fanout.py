@@ -35,7 +35,7 @@ from gateway.limits.meter import Usage, answer_usage, total_usage, usage_of
 from gateway.proxy.answers import check_head
 from gateway.proxy.call import Call
 from gateway.proxy.events import EventReader
-from gateway.proxy.headers import DROP_DOWNSTREAM, choice_headers, filter_headers
+from gateway.proxy.headers import DEFAULT_HEADERS, HeaderPolicy, choice_headers
 from gateway.proxy.merge import StreamMerge, merge_answers
 from gateway.settings import Limits
 from gateway.upstream.base import UpstreamClient, UpstreamResponse
@@ -128,10 +128,18 @@ class _Answer:
 class FanOut:
     """One client request answered by n engine requests."""
 
-    def __init__(self, upstream: UpstreamClient, call: Call, *, limits: Limits) -> None:
+    def __init__(
+        self,
+        upstream: UpstreamClient,
+        call: Call,
+        *,
+        limits: Limits,
+        headers: HeaderPolicy = DEFAULT_HEADERS,
+    ) -> None:
         self.upstream = upstream
         self.call = call
         self.limits = limits
+        self.headers = headers  # the route's: which engine headers the client may get
         self.usage: Usage | None = None  # every engine request's, summed
         self._heads: list[_Head] = []
         self.stream: AsyncGenerator[bytes] | None = None  # merged(), once it is read
@@ -182,7 +190,7 @@ class FanOut:
         )
         del body, headers
         try:
-            out = filter_headers(response.headers, DROP_DOWNSTREAM)
+            out = self.headers.to_client(response.headers)
             if check_head(response.status, out, stream=self.call.record.stream):
                 return _Head(response, out, None)
             data = await response.read(self.limits.max_response_bytes)
@@ -267,9 +275,15 @@ class FanOut:
                 raise failure
 
 
-def fan_out(upstream: UpstreamClient, call: Call, *, limits: Limits) -> FanOut:
-    """The fan-out of ``call`` over ``upstream``."""
-    return FanOut(upstream, call, limits=limits)
+def fan_out(
+    upstream: UpstreamClient,
+    call: Call,
+    *,
+    limits: Limits,
+    headers: HeaderPolicy = DEFAULT_HEADERS,
+) -> FanOut:
+    """The fan-out of ``call`` over ``upstream`` (``headers``: its route's table)."""
+    return FanOut(upstream, call, limits=limits, headers=headers)
 
 
 def _failed(task: asyncio.Task[_Head]) -> bool:

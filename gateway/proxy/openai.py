@@ -194,4 +194,22 @@ class CompletionsRoute(ChatRoute):
 
 
 class ModelsRoute(Route):
-    """GET /v1/models (and any route the policy has no say in): passed through."""
+    """GET /v1/models (and any route the policy has no say in): passed through, but
+    for the models a key limited to some may not use."""
+
+    async def answer(
+        self, call: Call, answer: Any, data: bytes, headers: Headers
+    ) -> tuple[Headers, bytes] | None:
+        # A key limited to some models sees only those (as a fleet's list shows it).
+        gate = self.state.models
+        if gate is None or type(answer) is not dict or type(answer.get("data")) is not list:
+            return None
+        allowed = gate.allowed(call.record.client, call.profile)
+        if allowed is None:
+            return None
+        kept = [
+            m
+            for m in answer["data"]
+            if type(m) is dict and type(m.get("id")) is str and m["id"] in allowed
+        ]
+        return headers, orjson.dumps({**answer, "data": kept})

@@ -18,11 +18,12 @@ iterable of bytes, so tests feed it bytes without HTTP.
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 
 from gateway.errors import GatewayError, UpstreamError, UpstreamProtocolError
 from gateway.observe.exchange import Exchange
-from gateway.proxy.events import EventReader
+from gateway.proxy.engineerrors import scrubbed
+from gateway.proxy.events import EngineStreamError, EventReader
 from gateway.proxy.openai import DONE, ChatStream, error_end
 from gateway.proxy.shaper import StreamShaper
 
@@ -35,11 +36,13 @@ async def relay_stream(
     *,
     max_bytes: int | None = None,
     record: Exchange | None = None,
+    secrets: Callable[[], Sequence[str]] | None = None,
 ) -> AsyncIterator[bytes]:
     """Yield the client's bytes as the engine's whole events come (``shaper``: the
     route's, a chat stream's by default); end with the shaper's failure framing if
     the stream breaks, and write the first byte's time, the failure and the trace's
-    reading on ``record``."""
+    reading on ``record``. ``secrets``: what no error event may show (the request's
+    safetext.known_secrets), asked for only when the engine's own error ends the stream."""
     if shaper is None:
         shaper = ChatStream(hide=False)
     trace = record.trace if record is not None else None
@@ -80,6 +83,8 @@ async def relay_stream(
         if tail:
             yield tail
     if failure is not None:
+        if secrets is not None and isinstance(failure, EngineStreamError):
+            failure.error = scrubbed(failure.error, secrets())
         if record is not None:
             record.failed(failure)
         yield shaper.fail(failure)

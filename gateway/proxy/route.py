@@ -23,6 +23,7 @@ from gateway.errors import GatewayError
 from gateway.limits.meter import Usage, usage_of
 from gateway.policy.engine import Decision, Policy, apply_policy
 from gateway.proxy.call import Call
+from gateway.proxy.headers import DEFAULT_HEADERS, HeaderPolicy
 from gateway.proxy.shaper import StreamShaper
 from gateway.routes import RouteRow
 from gateway.state import GatewayState
@@ -44,6 +45,9 @@ class Route:
 
     row: ClassVar[RouteRow | None] = None  # None: a pass-through (GET /v1/models)
     upstream_path: ClassVar[str | None] = None  # the engine's path (None: the client's)
+    # Which headers cross each way; a route whose API has headers of its own extends it
+    # (DEFAULT_HEADERS.extend(...)), docs/headers.md says how.
+    headers: ClassVar[HeaderPolicy] = DEFAULT_HEADERS
 
     def __init__(self, state: GatewayState, *, store: object = None) -> None:
         self.state = state  # (``store``: the response store, for a route that keeps answers)

@@ -23,6 +23,7 @@ from gateway.observe.exchange import Exchange
 from gateway.proxy.answercheck import enforce, judge
 from gateway.proxy.call import Call
 from gateway.proxy.route import Prepared, Route
+from gateway.responses.bounds import StoreShare, check_metadata
 from gateway.responses.onecall import OneCallTranslator, first_call_only, wants_one_call
 from gateway.responses.references import item_ids, resolve_references
 from gateway.responses.roles import instructions_role
@@ -160,10 +161,14 @@ class TranslatedResponses(Route):
     def __init__(self, state: GatewayState, *, store: ResponseStore | None = None) -> None:
         super().__init__(state)
         self.store = store
+        self.share = StoreShare(state.settings.store.max_bytes_per_key)
 
     async def prepare(self, call: Call, raw: bytes, body: dict[str, Any]) -> Prepared:
         decision = self.decide(call, body)
         approved = decision.body
+        metadata = body.get("metadata")
+        if metadata is not None:
+            check_metadata(metadata)  # echoed, and kept with a stored response
         record = call.record
         store = self.store is not None and body.get("store") is not False
         # Who may read it: worked out only where a store is (a digest per request).
@@ -204,6 +209,11 @@ class TranslatedResponses(Route):
             expect=decision.expect,
         )
         sent = orjson.dumps(chat)
+        share = self.share
+        if store and share.limit is not None and share.held.get(owner, 0) + len(sent) > share.limit:
+            # Past its share by this process's figure (the record holds about what the
+            # engine reads): the store says whether it still is.
+            await share.admit(self.store, owner, len(sent))
         # The limiter reserves by what the engine reads: the whole conversation.
         return Prepared(
             bodies=[sent], admitted=chat, size=len(sent), fields=ROUTES[CHAT].max_tokens
@@ -212,7 +222,8 @@ class TranslatedResponses(Route):
     async def keep(self, plan: Plan, response: dict[str, Any]) -> None:
         """Store the finished ``response`` where the request asked to."""
         if plan.store and self.store is not None:
-            await self.store.put(StoredResponse(plan.owner, response, plan.items, plan.history))
+            record = StoredResponse(plan.owner, response, plan.items, plan.history)
+            self.share.noted(plan.owner, await self.store.put(record))
 
     async def answer(
         self, call: Call, answer: Any, data: bytes, headers: Headers

@@ -1,6 +1,6 @@
 """The validator library behind the schema checks: jsonschema-rs, chosen by measurement.
 
-``python -m bench.validator_cost`` times the candidates on a typical schema
+``python -m bench.cost validators`` times the candidates on a typical schema
 (docs/structured-outputs.md#cost has the figures): jsonschema-rs checks a conforming
 answer in about a microsecond and the metaschema in tens of microseconds, where
 jsonschema (pure Python) takes hundreds of microseconds and milliseconds, and

@@ -396,6 +396,7 @@ async def test_an_embeddings_request_is_an_embeddings_span_with_input_tokens_onl
         otlp_receiver() as (receiver, traces),
         traced_gateway(engine.url, traces) as c,
     ):
+        engine.models = ["emb"]  # what it lists: the gateway refuses names it does not
         sent = {"model": "emb", "input": ["a b c"], "encoding_format": "base64", "dimensions": 1}
         assert (
             await c.post("/v1/embeddings", json=sent, headers={"x-request-id": "em"})
