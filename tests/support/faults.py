@@ -13,6 +13,7 @@ import pytest
 from gateway.access.keys import hash_key
 from gateway.settings import Settings
 from tests.support.gateways import gateway_settings
+from tests.support.servers import free_port
 
 TIMEOUTS = {"connect": 1.0, "response": 1.5, "stream_idle": 0.5}
 # Every failure must be answered within the time-outs; this is only how long a
@@ -27,8 +28,6 @@ HELD = {
     "FT_GATEWAY_TIMEOUTS__RESPONSE": "60",
     "FT_GATEWAY_TIMEOUTS__STREAM_IDLE": "60",
 }
-# The sockets of refused_url, bound for as long as this process lives.
-_REFUSING: list[socket.socket] = []
 
 
 def fault_settings(upstream: str, *, client: str = "httpx", **env: str) -> Settings:
@@ -68,12 +67,9 @@ def keyed_fault_settings(
 
 def refused_url() -> str:
     """A loopback URL nothing listens on (connects are refused at once): its port is
-    bound by a socket of this process that never listens, so no other server (another
-    test, another pytest-xdist worker) can take it while the test runs."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    _REFUSING.append(sock)
-    return f"http://127.0.0.1:{sock.getsockname()[1]}"
+    ``free_port``'s, held by this process, so no other server (another pytest-xdist
+    worker's, another suite's) can take it while the test runs."""
+    return f"http://127.0.0.1:{free_port()}"
 
 
 @contextlib.contextmanager
