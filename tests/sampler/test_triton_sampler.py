@@ -24,6 +24,7 @@ if not torch.cuda.is_available():
 pytest.importorskip("triton")
 
 from sampler import triton_sampler as ts  # noqa: E402
+from tests.support.tritoninterp import skip_repatching  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 # Small launch constants so the interpreter stays quick; the code paths are the same.
@@ -48,6 +49,14 @@ VOCAB = 300
 
 SEEDS = [0, -1, 1234, 2**63 - 1, -(2**63), 987654321987]
 STEPS = [0, 2**32 + 7, 5, 2**63 - 1, 1, 77]
+
+
+@pytest.fixture(autouse=True)
+def _interpreter_patches_once_per_launch(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A third of the interpreter's time went to patching triton.language again at each
+    # device function call (tests/support/tritoninterp.py says why skipping it is safe).
+    if not torch.cuda.is_available():
+        skip_repatching(monkeypatch)
 
 
 def _tensor(values: Any, dtype: Any) -> Any:
