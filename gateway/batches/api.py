@@ -22,6 +22,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from gateway.batches.objects import WINDOWS, batch_object
+from gateway.batches.paths import BATCH, BATCHES, CANCEL, CONTENT, FILE, FILES
 from gateway.batches.runner import BatchRunner
 from gateway.batches.store import UNFINISHED, BatchStore, FileRecord, new_id
 from gateway.errors import BodyTooLarge, GatewayError, InvalidRequest, NotFound, render
@@ -33,12 +34,6 @@ from gateway.routes import ROUTES
 from gateway.settings import Batches
 from gateway.state import GatewayState
 
-FILES = "/v1/files"
-FILE = "/v1/files/{file_id}"
-CONTENT = "/v1/files/{file_id}/content"
-BATCHES = "/v1/batches"
-BATCH = "/v1/batches/{batch_id}"
-CANCEL = "/v1/batches/{batch_id}/cancel"
 PURPOSES = ("batch",)
 MIN_EXPIRY, MAX_EXPIRY = 3600, 30 * 86400
 _CHUNK = 1 << 20

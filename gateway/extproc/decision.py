@@ -19,7 +19,7 @@ from typing import NamedTuple
 import orjson
 
 from gateway.app.reloadable import Reloadable
-from gateway.batches.api import BATCHES, FILES
+from gateway.batches.paths import BATCHES, FILES
 from gateway.errors import BodyTooLarge, GatewayError, InvalidRequest, ModelNotFound
 from gateway.extproc.fleet import Fleet, fleet_key
 from gateway.extproc.request import Request

@@ -105,6 +105,7 @@ async def test_chunks_of_the_n_streams_reach_the_client_as_they_arrive(
         async with fan_client(gateway) as client:
             body = chat(n=3, stream=True)
             async with client.stream("POST", CHAT, json=body) as response:
+                assert response.status_code == 200, await response.aread()
                 assert response.headers["x-accel-buffering"] == "no"
                 lines = response.aiter_lines()
                 ids = set()

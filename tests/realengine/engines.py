@@ -102,7 +102,9 @@ class Running:
     def __init__(self, engine: Engine, log_dir: Path, *, embedding: bool = False) -> None:
         self.engine = engine
         self.embedding = embedding
-        self.port = free_port()
+        # llama.cpp's server (cpp-httplib) binds with SO_REUSEPORT, not SO_REUSEADDR: a
+        # held port would refuse it.
+        self.port = free_port(hold=False)
         self.url = f"http://127.0.0.1:{self.port}"
         kind = "-embedding" if embedding else ""
         self.log = log_dir / f"{engine.name}{kind}-{self.port}.log"

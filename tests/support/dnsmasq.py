@@ -45,14 +45,22 @@ class Dnsmasq(ServerProcess):
 
     def __init__(self) -> None:
         super().__init__()
-        self.port = free_udp_and_tcp_port()
-        self.nameserver = f"127.0.0.1:{self.port}"
         self.hosts = self.directory / "hosts"
         self.hosts.write_text(_READY_LINE)
         self._resolver = dns.resolver.Resolver(configure=False)
         self._resolver.nameservers = ["127.0.0.1"]
-        self._resolver.port = self.port
         self._resolver.lifetime = 0.5
+        self._served = False
+        self.move()
+
+    def move(self) -> bool:
+        # Only before it first served: the tests' resolvers know its port after.
+        if self._served:
+            return False
+        self.port = free_udp_and_tcp_port()
+        self.nameserver = f"127.0.0.1:{self.port}"
+        self._resolver.port = self.port
+        return True
 
     def command(self, binary: str) -> list[str]:
         return [
@@ -73,7 +81,8 @@ class Dnsmasq(ServerProcess):
         ]
 
     def ready(self) -> bool:
-        return self.lookup(_READY) == ["127.0.0.1"]
+        self._served = self._served or self.lookup(_READY) == ["127.0.0.1"]
+        return self._served
 
     def lookup(self, name: str) -> list[str] | None:
         """The A records of ``name`` ([] for no such name), or None if no answer came."""

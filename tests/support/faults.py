@@ -21,7 +21,13 @@ TIMEOUTS = {"connect": 1.0, "response": 1.5, "stream_idle": 0.5}
 DEADLINE = sum(TIMEOUTS.values()) + 10
 # Long engine time-outs, for tests where only the client's leaving (or a drain) may
 # end a request.
-HELD = {"FT_GATEWAY_TIMEOUTS__RESPONSE": "60", "FT_GATEWAY_TIMEOUTS__STREAM_IDLE": "60"}
+# The connect time-out too: on a loaded machine a loopback connect made while the event
+# loop waits for its turn on a core can outlast the 1 s above.
+HELD = {
+    "FT_GATEWAY_TIMEOUTS__CONNECT": "60",
+    "FT_GATEWAY_TIMEOUTS__RESPONSE": "60",
+    "FT_GATEWAY_TIMEOUTS__STREAM_IDLE": "60",
+}
 
 
 def fault_settings(upstream: str, *, client: str = "httpx", **env: str) -> Settings:
@@ -60,7 +66,9 @@ def keyed_fault_settings(
 
 
 def refused_url() -> str:
-    """A loopback URL nothing listens on (connects are refused at once)."""
+    """A loopback URL nothing listens on (connects are refused at once): its port is
+    ``free_port``'s, held by this process, so no other server (another pytest-xdist
+    worker's, another suite's) can take it while the test runs."""
     return f"http://127.0.0.1:{free_port()}"
 
 

@@ -2,6 +2,10 @@
 
 A pytest plugin (conftest names it): a test asks for the ``figure`` fixture
 and calls it with a name and a value; nothing is asserted about the value.
+
+A figure travels in its test's report (``user_properties``), not in a list of this
+module: under pytest-xdist the test runs in a worker process and the summary is
+printed by the controller, which sees only the reports.
 """
 
 from __future__ import annotations
@@ -10,21 +14,29 @@ from collections.abc import Callable
 
 import pytest
 
-_FIGURES: list[tuple[str, str]] = []
+_KEY = "figure"
+_FIGURES: list[str] = []
 
 
 @pytest.fixture
-def figure() -> Callable[[str, str], None]:
+def figure(request: pytest.FixtureRequest) -> Callable[[str, str], None]:
     """Record a measured figure for the closing summary."""
 
     def record(name: str, value: str) -> None:
-        _FIGURES.append((name, value))
+        request.node.user_properties.append((_KEY, f"{name}: {value}"))
 
     return record
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    # The teardown report carries every figure the test recorded (its fixtures' too); in
+    # a worker the list is never printed, the controller gets the report and keeps them.
+    if report.when == "teardown":
+        _FIGURES.extend(str(value) for key, value in report.user_properties if key == _KEY)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if _FIGURES:
         terminalreporter.section("measured figures")
-        for name, value in _FIGURES:
-            terminalreporter.write_line(f"{name}: {value}")
+        for line in _FIGURES:
+            terminalreporter.write_line(line)

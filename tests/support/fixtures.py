@@ -30,11 +30,15 @@ def anyio_backend() -> str:
 
 @pytest.fixture(autouse=True)
 def state_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> str:
-    """A state directory of the test's own (``$XDG_STATE_HOME``): the default response store
-    (SQLite) of every gateway the test starts, in process or not, is made there, never in
-    the home directory, and no test sees another's conversations."""
+    """A state directory of the test's own (``$XDG_STATE_HOME``, no ``$XDG_RUNTIME_DIR``):
+    the default response store (SQLite) and pidfile of every gateway the test starts, in
+    process or not, are made there, never in the home directory, and no test sees
+    another's conversations."""
     home = str(tmp_path_factory.mktemp("state"))
     monkeypatch.setenv("XDG_STATE_HOME", home)
+    # The default pidfile's directory too (the runtime one is first): two gateways of two
+    # workers serving one port number at different times would share a pidfile there.
+    monkeypatch.delenv("XDG_RUNTIME_DIR", raising=False)
     return home
 
 

@@ -22,8 +22,17 @@ class RedisServer(ServerProcess):
 
     def __init__(self, port: int | None = None) -> None:
         super().__init__()
+        self._movable = port is None
         self.port = port or free_port()
         self.url = f"redis://127.0.0.1:{self.port}/0"
+
+    def move(self) -> bool:
+        # Only before it first served: a restarted server keeps the URL its clients know.
+        if not self._movable:
+            return False
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        return True
 
     def command(self, binary: str) -> list[str]:
         return [
@@ -38,6 +47,12 @@ class RedisServer(ServerProcess):
         ]  # fmt: skip
 
     def ready(self) -> bool:
+        ready = self._answers()
+        if ready:
+            self._movable = False
+        return ready
+
+    def _answers(self) -> bool:
         try:
             with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as sock:
                 sock.sendall(b"PING\r\n")

@@ -36,29 +36,52 @@ class ServerProcess:
         """Whether the server answers."""
         raise NotImplementedError
 
+    def move(self) -> bool:
+        """Take another free port, where the server may (its first start): True if it did.
+        The port was free when chosen, but another process (a pytest-xdist worker, another
+        suite) may have bound it before the server did."""
+        return False
+
     def start(self) -> None:
         binary = shutil.which(self.binary)
         if binary is None:
             raise RuntimeError(f"{self.binary} is not installed: scripts/services installs it")
+        for _ in range(5):
+            err = self._run(binary)
+            if err is None:
+                return
+            if "already in use" not in err or not self.move():
+                raise RuntimeError(f"{self.binary} exited: {err}")
+        raise RuntimeError(f"{self.binary} found no free port: {err}")
+
+    def _run(self, binary: str) -> str | None:
+        """Start the server and wait until it answers (None), or until it exits (its
+        output, the process gone)."""
+        # One pipe for both: redis-server logs to stdout, dnsmasq to stderr. Only the
+        # warnings of a server that fails to start are there (nothing else is logged).
         self.process = subprocess.Popen(
-            self.command(binary), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+            self.command(binary), stdout=subprocess.PIPE, stderr=subprocess.STDOUT
         )
         deadline = time.monotonic() + 10
-        while not self.ready():
-            if self.process.poll() is not None:
-                err = self.process.stderr.read().decode() if self.process.stderr else ""
-                raise RuntimeError(f"{self.binary} exited: {err}")
+        # Whether it still runs is asked first: a server that could not bind its port
+        # exits, and what answers there is another process's.
+        while self.process.poll() is None:
+            if self.ready():
+                return None
             if time.monotonic() > deadline:
                 raise RuntimeError(f"{self.binary} did not answer within 10 s")
             time.sleep(0.01)
+        err = self.process.stdout.read().decode() if self.process.stdout else ""
+        self.stop()
+        return err
 
     def stop(self) -> None:
         """End the server (``stop_signal``); ``start`` may run it again."""
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(self.stop_signal)
             self.process.wait(timeout=10)
-        if self.process is not None and self.process.stderr is not None:
-            self.process.stderr.close()
+        if self.process is not None and self.process.stdout is not None:
+            self.process.stdout.close()
         self.process = None
 
     def __enter__(self) -> Self:

@@ -3,6 +3,9 @@
 ``running_server`` runs inside the test's event loop (async tests);
 ``ServerThread`` runs a server on its own thread and loop (sync tests, e.g. the
 synchronous ``openai`` client). Both wait for ``server.started``: never a sleep.
+Both hand uvicorn a socket already bound (``listening_socket``), so that no other
+process (another pytest-xdist worker, another engineer's suite) can take the port
+between the moment it is chosen and the moment the server listens.
 """
 
 from __future__ import annotations
@@ -17,13 +20,44 @@ from typing import Any
 
 import uvicorn
 
+# The sockets of free_port, bound (never listening) for as long as this process lives.
+_HELD: list[socket.socket] = []
 
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
+
+def free_port(*, hold: bool = True) -> int:
+    """A TCP port on 127.0.0.1 that no other process is given while this one lives: a
+    socket of this process stays bound there, never listening (a connect is refused).
+    A server of this process (or one it starts: uvicorn, asyncio, redis-server and
+    dnsmasq all bind with SO_REUSEADDR) may listen there, and again after it stopped;
+    the kernel gives the port to no other bind that asks for a free one. ``hold=False``:
+    only free right now, for a binary that binds without SO_REUSEADDR."""
+    # Linux shares a port between SO_REUSEADDR sockets while none of them listens, and
+    # never hands a bound port to a bind of port 0: the holder keeps out another
+    # pytest-xdist worker's (or another suite's) servers, not the test's own.
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    port: int = sock.getsockname()[1]
+    if hold:
+        _HELD.append(sock)
+    else:
+        sock.close()
+    return port
+
+
+def listening_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
+    """A TCP socket bound to ``host``:``port`` (0: a free port the kernel picks), for a
+    server to listen on: the port is this process's from here on."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        # As uvicorn's own bind: a test that starts a server again on its port is not
+        # refused by the connections of the last one, still in TIME_WAIT.
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
 
 
 def serve_environ() -> dict[str, str]:
@@ -52,35 +86,42 @@ async def running_server(
 ) -> AsyncIterator[str]:
     """Serve ``app`` in this event loop (on ``host``, any loopback address, and ``port``,
     else a free one); yields its base URL."""
-    port = port or free_port()
+    sock = listening_socket(host, port or 0)
+    port = sock.getsockname()[1]
     server = _Server(_config(app, port, host, **kwargs))
-    task = asyncio.create_task(server.serve())
-    while not server.started:
-        if task.done():
-            task.result()
-            raise RuntimeError("uvicorn exited before it started")
-        await asyncio.sleep(0.005)
+    task = asyncio.create_task(server.serve(sockets=[sock]))
     try:
-        yield f"http://{host}:{port}"
+        while not server.started:
+            if task.done():
+                task.result()
+                raise RuntimeError("uvicorn exited before it started")
+            await asyncio.sleep(0.005)
+        try:
+            yield f"http://{host}:{port}"
+        finally:
+            server.should_exit = True
+            await task
     finally:
-        server.should_exit = True
-        await task
+        sock.close()  # uvicorn closes it on shutdown; not if it never started
 
 
 class ServerThread:
     """Serve ``app`` on a thread with its own event loop; ``url`` once started."""
 
     def __init__(self, app: Any, **kwargs: Any) -> None:
-        self.port = free_port()
+        sock = listening_socket()
+        self.port = sock.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self.server = _Server(_config(app, self.port, **kwargs))
-        self._thread = threading.Thread(target=self.server.run, daemon=True)
+        self._socket = sock
+        self._thread = threading.Thread(target=self.server.run, args=([sock],), daemon=True)
         self._started = threading.Event()
 
     def __enter__(self) -> ServerThread:
         self._thread.start()
         while not self.server.started:
             if not self._thread.is_alive():
+                self._socket.close()
                 raise RuntimeError("uvicorn exited before it started")
             self._started.wait(0.005)
         return self
@@ -88,3 +129,4 @@ class ServerThread:
     def __exit__(self, *exc: object) -> None:
         self.server.should_exit = True
         self._thread.join(timeout=30)
+        self._socket.close()

@@ -237,7 +237,10 @@ async def test_whole_answer_is_bounded_by_the_response_time_out(
 ) -> None:
     half = stalls_after(b"HTTP/1.1 200 OK\r\ncontent-length: 10\r\n\r\n12345")
     async with FakeEngine(half) as engine:
-        upstream = connect(upstream_client, engine.url, response=0.3, stream_idle=30)
+        # The time-out runs from the request on: long enough for the connect and the head
+        # on a loaded machine (0.3 s was not, under two pytest-xdist workers), so that it
+        # is the body it cuts.
+        upstream = connect(upstream_client, engine.url, response=3, stream_idle=30)
         response = await upstream.request("POST", "/v1/x", headers=[], body=b"{}")
         with pytest.raises(UpstreamTimeout, match="did not finish"):
             await response.read(1024)
