@@ -70,18 +70,26 @@ def test_the_written_policy_refuses_each_ignored_keyword_at_its_path(probed: Pro
         assert decision.error is not None, row
         if honoured_type:
             assert decision.error.param == f"{FORMAT}.properties.v.{case.keyword}", row
-    honoured = [case_named(r.field) for r in rows if r.verdict == "honoured" and r.field == "enum"]
+    # enum's case is a string's enum: it passes where type is verified too.
+    honoured = [
+        case_named(r.field)
+        for r in rows
+        if r.verdict == "honoured" and r.field == "enum" and honoured_type
+    ]
     for case in honoured:
         assert apply_policy(policy, CHAT, _body(case.schema)).error is None
 
 
-def _let_through(policy: Path, keyword: str, out: Path) -> Path:
-    """The written policy with ``keyword`` passed (answer checks left enforced)."""
+def _let_through(policy: Path, out: Path) -> Path:
+    """The written policy with every keyword passed (answer checks left enforced): a
+    schema the probe found ignored, or could not verify (``type`` at a few samples),
+    reaches the engine, and only the answer check stands between its answer and the
+    client."""
     loaded = yaml.safe_load(policy.read_text())
     chat = loaded["routes"][CHAT]
     wrapper = chat["fields"]["response_format"]["select"]["rules"]["json_schema"]["fields"]
     table = wrapper["json_schema"]["fields"]["schema"]["json_schema"]
-    table["keywords"][keyword] = {"action": "pass"}
+    table["keywords"] = {name: {"action": "pass"} for name in table["keywords"]}
     out.write_text(yaml.safe_dump(loaded, sort_keys=False))
     return out
 
@@ -96,11 +104,11 @@ def test_an_answer_that_breaks_its_schema_reaches_the_client_as_the_gateways_err
         if r.verdict == "ignored" and case_named(r.field).context is None
     ]
     if not ignored:
-        # Nothing the engine drops to let through: its policy refuses no honoured keyword.
-        assert all(r.verdict == "honoured" for r in rows if case_named(r.field).context is None)
-        return
+        # Nothing found ignored (its json_schema refused whole, or nothing dropped):
+        # no keyword whose answers could break their schema on this engine.
+        pytest.skip("no keyword found ignored on this engine")
     case = ignored[0]
-    policy = _let_through(probed.policy, case.keyword, tmp_path / "let-through.yaml")
+    policy = _let_through(probed.policy, tmp_path / "let-through.yaml")
     seen: list[str] = []
     with serve_gateway(served.url, policy) as gateway:
         for seed in range(SAMPLES):
