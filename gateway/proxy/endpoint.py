@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 
@@ -63,6 +64,9 @@ class ProxyEndpoint:
         self.state = state
         self.route = route
         self.upstream_path = route.upstream_path  # (a class attribute: read once, here)
+        self.forward_query = route.forward_query
+        # The route's Call with its name bound: made in C, one look-up per request.
+        self.new_call = functools.partial(route.call_type, route.name)
         # Restart-only settings (a reload never changes them), read once, here: each
         # read of a pydantic model's attribute costs a slow look-up.
         settings = state.settings
@@ -74,7 +78,7 @@ class ProxyEndpoint:
         state = self.state
         route = self.route
         headers: Headers = scope["headers"]
-        call = Call(route.name, scope, send)
+        call = self.new_call(scope, send)
         record, responder = call.record, call.responder
         tracer = state.tracer
         if tracer is not None:
@@ -183,7 +187,7 @@ class ProxyEndpoint:
         record = call.record
         path: str = self.upstream_path or scope["path"]
         query: bytes = scope.get("query_string", b"")
-        if query:
+        if query and self.forward_query:
             path = f"{path}?{query.decode('latin-1')}"
         target = call.target
         engine = state.engines.default if target is None else target.engine

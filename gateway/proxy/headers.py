@@ -2,7 +2,8 @@
 
 Hop-by-hop headers (RFC 9110 7.6.1) and whatever ``Connection`` names belong
 to one connection, never forwarded. Upstream, the engine's Host is its own,
-the body length is the gateway's, the client's key is not the engine's, and
+the body length is the gateway's, the client's key (``Authorization``, or
+Anthropic's ``x-api-key``) is not the engine's, and
 compression would stop the gateway reading error bodies.
 
 What an engine gets as ``X-Request-ID`` is always a UUID (some engines refuse
@@ -39,6 +40,7 @@ DROP_UPSTREAM = HOP_BY_HOP | {
     b"host",
     b"content-length",
     b"authorization",
+    b"x-api-key",  # Anthropic's header for the same key: the client's, never the engine's
     b"accept-encoding",
     b"expect",
     b"x-request-id",

@@ -47,22 +47,26 @@ async def reply(call: Call, route: Route, response: UpstreamResponse, limits: Li
     data = await response.read(limits.max_response_bytes)
     record.first_byte = time.perf_counter()
     if response.status >= 400:
-        headers, data, error = error_answer(response.status, headers, data)
+        status, headers, data, error = error_answer(
+            response.status, headers, data, responder.errors, responder.request_id
+        )
         record.relayed_error(error)
-    else:
-        try:
-            answer = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            raise UpstreamProtocolError("The engine's answer is not valid JSON.") from None
-        if type(answer) is dict:
-            record.usage = route.usage(answer)
-        if record.trace is not None:
-            record.trace.answer(answer)
-        if route.shapes:
-            shaped = await route.answer(call, answer, data, headers)
-            if shaped is not None:
-                headers, data = shaped
-        del answer  # not held while the client reads (an embeddings answer: ~1 MB parsed)
-        headers.append((b"content-length", str(len(data)).encode()))
+        await responder.start(status, headers)
+        await responder.body(data)
+        return
+    try:
+        answer = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        raise UpstreamProtocolError("The engine's answer is not valid JSON.") from None
+    if type(answer) is dict:
+        record.usage = route.usage(answer)
+    if record.trace is not None:
+        record.trace.answer(answer)
+    if route.shapes:
+        shaped = await route.answer(call, answer, data, headers)
+        if shaped is not None:
+            headers, data = shaped
+    del answer  # not held while the client reads (an embeddings answer: ~1 MB parsed)
+    headers.append((b"content-length", str(len(data)).encode()))
     await responder.start(response.status, headers)
     await responder.body(data)
