@@ -19,6 +19,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from gateway._types import Endpoint
 from gateway.app.dispatch import DispatchingApp
 from gateway.app.health import Health
 from gateway.app.mount import make_route
@@ -30,6 +31,7 @@ from gateway.fleet.engines import engine_dns, hinter_for, open_engines
 from gateway.fleet.models import ModelList
 from gateway.fleet.router import ModelRouter, needs_router
 from gateway.limits.limiter import make_limiter
+from gateway.messages.models import AnthropicModels, ByVersion
 from gateway.observe.capture import BodyCapture
 from gateway.observe.exchange import UNSERVED, Exchange, Observer, Observers, Tracer
 from gateway.observe.logs import AccessLog
@@ -184,7 +186,7 @@ def create_app(
                     bound = settings.tracing.export_timeout + 1
                     await asyncio.to_thread(state.tracer.shutdown, bound)
 
-    proxied = {
+    proxied: dict[tuple[str, str], Endpoint] = {
         ("POST", path): ProxyEndpoint(state, make_route(state, path, store=store))
         for path in ROUTES
     }
@@ -196,7 +198,10 @@ def create_app(
             Route("/v1/models/{model:path}", models.one, methods=["GET"]),
         ]
     else:
-        proxied["GET", "/v1/models"] = ProxyEndpoint(state, ModelsRoute(state))
+        # Anthropic's clients send anthropic-version: the engine's list in their shape.
+        proxied["GET", "/v1/models"] = ByVersion(
+            ProxyEndpoint(state, AnthropicModels(state)), ProxyEndpoint(state, ModelsRoute(state))
+        )
         fleet_routes = []
     routes = [Route(path, endpoint, methods=[m]) for (m, path), endpoint in proxied.items()]
     routes += [

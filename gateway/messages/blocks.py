@@ -287,7 +287,8 @@ def to_messages(messages: Any, *, system: Any = None) -> list[dict[str, Any]]:
         else:
             path = f"{where}.role"
             raise InvalidRequest(
-                f"Invalid value: '{role}'. Supported values are: 'user', 'assistant' and 'system'.",
+                f"Invalid value for '{path}': '{role}'. Supported values are: 'user', "
+                "'assistant' and 'system'.",
                 param=path,
                 code="invalid_value",
             )

@@ -225,7 +225,7 @@ HEAD = "routes:\n  /v1/chat/completions:\n    fields:\n      model: {action: pas
                 ":2: routes./v1/chat/completion: Input should be '/v1/chat/completions', "
                 "'/v1/completions', '/v1/embeddings', '/v1/responses', '/v1/rerank', '/rerank', "
                 "'/tokenize', '/detokenize', '/v1/messages' or '/v1/messages/count_tokens', got "
-                "\"/v1/chat/completion\" (did you mean "
+                '"/v1/chat/completion" (did you mean '
                 "'/v1/chat/completions'?)"
             ],
         ),

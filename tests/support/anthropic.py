@@ -1,0 +1,70 @@
+"""The Messages API (Anthropic's) as the tests send it and read it back."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import httpx
+
+from tests.support.bodies import MODEL, sse_events
+
+MESSAGES_PATH = "/v1/messages"
+COUNT_PATH = "/v1/messages/count_tokens"
+ANTHROPIC_VERSION = {"anthropic-version": "2023-06-01"}
+# The event sequence of an answer with one text block, as Anthropic sends it
+# (platform.claude.com/docs/en/build-with-claude/streaming), the deltas squeezed to one.
+ONE_TEXT_BLOCK = [
+    "message_start",
+    "ping",
+    "content_block_start",
+    "content_block_delta",
+    "content_block_stop",
+    "message_delta",
+    "message_stop",
+]
+
+
+def messages_request(**fields: Any) -> dict[str, Any]:
+    """A Messages request: the model, max_tokens, one user message, and ``fields``."""
+    return {
+        "model": MODEL,
+        "max_tokens": 64,
+        "messages": [{"role": "user", "content": "hi"}],
+    } | fields
+
+
+def anthropic_events(body: str | bytes) -> list[tuple[str, dict[str, Any]]]:
+    """A Messages event stream as (event name, data) pairs; checks Anthropic's framing of
+    each (an ``event:`` line, then a ``data:`` line whose ``type`` is the event's name),
+    and that no ``[DONE]`` line comes."""
+    events = []
+    for event in sse_events(body):
+        lines = event.split("\n")
+        assert len(lines) == 2, event
+        assert lines[0].startswith("event: ") and lines[1].startswith("data: "), event
+        data = json.loads(lines[1][6:])
+        assert data["type"] == lines[0][7:], event
+        events.append((lines[0][7:], data))
+    return events
+
+
+def squeezed(names: list[str]) -> list[str]:
+    """``names`` with runs of one name as one (a block's many deltas as one)."""
+    return [n for i, n in enumerate(names) if i == 0 or n != names[i - 1]]
+
+
+def anthropic_error(response: httpx.Response, status: int, kind: str) -> str:
+    """The Anthropic-shaped error of ``response``, checked to have ``status``, ``type``
+    ``kind`` and the request's id (body and ``request-id`` header); its message."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json"
+    body = response.json()
+    assert set(body) == {"type", "error", "request_id"}, body
+    assert body["type"] == "error"
+    assert body["error"]["type"] == kind, body
+    assert response.headers["request-id"] == body["request_id"]
+    assert response.headers["x-request-id"] == body["request_id"]
+    message: str = body["error"]["message"]
+    assert message
+    return message
