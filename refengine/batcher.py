@@ -11,6 +11,11 @@ contract (modes.py): ``unpatched`` mimics ft serve before its sampler patch (iss
 #693): the request's seed is ignored and the noise of the whole batch comes from one
 shared numpy Generator, so a seeded replay differs whenever the batch around it
 differs; ``per-batch`` keys one stream for the batch by its first seeded row.
+
+A scripted row (structured outputs and tool calls, drawn before it joins:
+structured/answer.py) takes a step like the others but writes its script's next
+piece instead of a sampled token, so it shares the batch, max_tokens, stop strings
+and cancellation with the rows the model writes.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import numpy as np
 import numpy.typing as npt
 
 import sampler
+from refengine.events import Finished, Piece, RowEvent
 from refengine.model import TrigramModel
 from refengine.modes import PER_BATCH, PER_ROW, SEED_MODES, UNPATCHED, batch_seeds, batch_variance
 from refengine.params import SamplingParams
@@ -56,16 +62,6 @@ class EngineStats:
     batch_sizes: Counter[int] = field(default_factory=Counter)
 
 
-@dataclass(frozen=True)
-class Finished:
-    """The row's last event: why it ended."""
-
-    reason: str  # "stop" | "length"
-
-
-RowEvent = str | Finished
-
-
 @dataclass(eq=False)  # a row is itself: the batcher finds and removes it by identity
 class Row:
     """One request in the engine: its prompt, its tokens so far and its event queue."""
@@ -76,6 +72,11 @@ class Row:
     _: KW_ONLY
     thinking: bool
     cache: npt.NDArray[np.int64]
+    # A scripted answer (structured outputs, tool calls: structured/answer.py): one piece
+    # per step instead of the model's tokens, then Finished(script_end).
+    script: tuple[Piece, ...] | None = None
+    script_end: str = "stop"
+    stop_label: str = "stop"  # the finish reason of a text that ends by itself
     seed: int | None = field(init=False)
     generated: list[int] = field(init=False, default_factory=list)
     finish_reason: str | None = field(init=False, default=None)
@@ -137,14 +138,30 @@ class Engine:
 
     # -- called by request handlers -------------------------------------------------
 
-    def submit(self, prompt: list[int], params: SamplingParams, *, thinking: bool = False) -> Row:
-        """Queue a request; it joins the batch at the next step boundary."""
+    def submit(
+        self,
+        prompt: list[int],
+        params: SamplingParams,
+        *,
+        thinking: bool = False,
+        script: tuple[Piece, ...] | None = None,
+        script_end: str = "stop",
+        stop_label: str = "stop",
+    ) -> Row:
+        """Queue a request; it joins the batch at the next step boundary. ``script``: the
+        answer's pieces, one a step, ending with ``script_end`` (or "length" at
+        max_tokens); ``stop_label``: the finish reason when the model's text ends itself."""
+        if script is not None and not script:
+            raise ValueError("a script has at least one piece")
         row = Row(
             next(self._ids),
             prompt,
             params,
-            thinking=thinking,
+            thinking=thinking and script is None,
             cache=self.model.prompt_cache(prompt),
+            script=script,
+            script_end=script_end,
+            stop_label=stop_label,
         )
         self._waiting.append(row)
         self._update_counts()
@@ -215,7 +232,25 @@ class Engine:
 
     def step(self) -> None:
         """Compute, sample and append one token for every active row."""
-        rows = list(self._active)
+        everyone = list(self._active)
+        rows = [r for r in everyone if r.script is None]
+        for row in everyone:
+            if row.script is not None:
+                self._advance(row, row.script)
+        if rows:
+            self._sample(rows)
+        for row in everyone:
+            if row.done:
+                self._active.remove(row)
+                self.stats.finished += 1
+        self.stats.steps += 1
+        self.stats.tokens += len(everyone)
+        self.stats.batch_sizes[len(everyone)] += 1
+        self.stats.max_batch_seen = max(self.stats.max_batch_seen, len(everyone))
+        self._update_counts()
+
+    def _sample(self, rows: list[Row]) -> None:
+        """One model token for each of ``rows``, sampled in one call."""
         vocab = self.model.vocab_size
         logits = self.model.logits(
             [(r.prompt + r.generated)[-2:] for r in rows], [r.cache for r in rows]
@@ -247,14 +282,25 @@ class Engine:
         )
         for row, token in zip(rows, tokens.tolist(), strict=True):
             self._append(row, token)
-            if row.done:
-                self._active.remove(row)
-                self.stats.finished += 1
-        self.stats.steps += 1
-        self.stats.tokens += len(rows)
-        self.stats.batch_sizes[len(rows)] += 1
-        self.stats.max_batch_seen = max(self.stats.max_batch_seen, len(rows))
-        self._update_counts()
+
+    def _advance(self, row: Row, script: tuple[Piece, ...]) -> None:
+        """A scripted row's next piece (it counts as one token): text goes through the
+        stop strings as the model's text does, a tool call's piece as it is."""
+        piece = script[len(row.generated)]
+        row.generated.append(self.tokenizer.unk_id)
+        if isinstance(piece, str):
+            text, stopped = row._stops.feed(piece)
+            if text:
+                row.events.put_nowait(text)
+            if stopped:
+                row._finish("stop", flush=False)
+                return
+        else:
+            row.events.put_nowait(piece)
+        if len(row.generated) == len(script):
+            row._finish(row.script_end)
+        elif len(row.generated) >= row.params.max_tokens:
+            row._finish("length")
 
     def _admit(self) -> None:
         while self._waiting and len(self._active) < self.max_batch:
@@ -270,13 +316,13 @@ class Engine:
         previous = context[-1] if context else None
         row.generated.append(token)
         if token == self.tokenizer.eos_id:
-            row._finish("stop")
+            row._finish(row.stop_label)
             return
         text, stopped = row._stops.feed(self.tokenizer.piece(previous, token))
         if text:
             row.events.put_nowait(text)
         if stopped:
-            row._finish("stop", flush=False)
+            row._finish(row.stop_label, flush=False)
         elif len(row.generated) >= row.params.max_tokens:
             row._finish("length")
 

@@ -9,6 +9,9 @@ import uvicorn
 
 from refengine.modes import PER_BATCH, PER_ROW, UNPATCHED
 from refengine.server import DEFAULT_MODEL_NAME, create_app
+from refengine.structured.keywords import parse_names
+from refengine.structured.options import StructuredOptions
+from refengine.structured.schema import SchemaRules
 from refengine.vectors import NOOPS
 
 _DESCRIPTION = """\
@@ -16,10 +19,12 @@ A reference LLM engine that behaves like ft serve on the wire: OpenAI
 /v1/chat/completions, /v1/completions (streaming or not) and /v1/models, with
 continuous batching over a small word-trigram model, sampled by the per-row
 Philox sampler (seed honoured). Like ft serve, it accepts logprobs (chat),
-top_logprobs, logit_bias, n, response_format and unknown fields and silently
-ignores them; /v1/completions rejects logprobs. It also serves /v1/embeddings
-(ref-embedding-1), /v1/rerank and /rerank (ref-reranker-1), /tokenize and
-/detokenize."""
+top_logprobs, logit_bias, n, response_format, tools and unknown fields and
+silently ignores them; /v1/completions rejects logprobs. It also serves
+/v1/embeddings (ref-embedding-1), /v1/rerank and /rerank (ref-reranker-1),
+/tokenize and /detokenize. --structured-outputs and --tools make it honour
+response_format and tool calling as an engine with a grammar backend does
+(docs/refengine-structured.md), with flags for the ways real engines fall short."""
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -82,8 +87,106 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         help="embeddings and rerank: accept this field and silently ignore it, as some "
         "engines do (repeatable)",
     )
+    _structured_arguments(parser)
     parser.add_argument("--log-level", default="info")
     return parser.parse_args(argv)
+
+
+def _names(text: str) -> frozenset[str]:
+    try:
+        return parse_names(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from exc
+
+
+def _structured_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group(
+        "structured outputs and tools (off: ignored, as ft serve ignores them; see "
+        "docs/refengine-structured.md)"
+    )
+    group.add_argument(
+        "--structured-outputs",
+        action="store_true",
+        help="honour response_format json_object and json_schema: JSON drawn from the "
+        "schema with the row's seeded draws",
+    )
+    group.add_argument(
+        "--tools",
+        action="store_true",
+        help="honour tools, tool_choice and parallel_tool_calls: calls whose arguments "
+        "follow the tool's parameters",
+    )
+    keywords = "comma-separated JSON-Schema keywords, e.g. uniqueItems,maxLength"
+    group.add_argument(
+        "--drop-keywords",
+        type=_names,
+        default=frozenset(),
+        help=f"answer as if these keywords were absent, as a grammar converter that drops "
+        f"them does ({keywords})",
+    )
+    group.add_argument(
+        "--reject-keywords",
+        type=_names,
+        default=frozenset(),
+        help=f"refuse a schema using these with a 400 ({keywords})",
+    )
+    group.add_argument(
+        "--crash-keywords",
+        type=_names,
+        default=frozenset(),
+        help=f"fail on a schema using these with a 500 ({keywords})",
+    )
+    group.add_argument(
+        "--reject-unknown-keywords",
+        action="store_true",
+        help="refuse a keyword the engine does not know (default: ignore it, as grammar "
+        "backends do)",
+    )
+    group.add_argument(
+        "--prose-for-required",
+        action="store_true",
+        help='tool_choice "required": answer prose, labelled finish_reason tool_calls',
+    )
+    group.add_argument(
+        "--ignore-named-choice",
+        action="store_true",
+        help="a named tool_choice is taken as auto (llama.cpp's server with the object form)",
+    )
+    group.add_argument(
+        "--ignore-parallel-false",
+        action="store_true",
+        help="parallel_tool_calls false is ignored: several calls may come back",
+    )
+    group.add_argument(
+        "--ignore-choice-none",
+        action="store_true",
+        help='tool_choice "none" is taken as auto: calls may come back',
+    )
+    group.add_argument(
+        "--json-whitespace",
+        action="store_true",
+        help="JSON mode with no message that mentions JSON: whitespace until max_tokens "
+        "(what OpenAI's guide warns of)",
+    )
+
+
+def structured_options(args: argparse.Namespace) -> StructuredOptions:
+    """The structured-outputs flags as the app's options."""
+    return StructuredOptions(
+        response_format=args.structured_outputs,
+        tools=args.tools,
+        schema=SchemaRules(
+            drop=args.drop_keywords,
+            reject=args.reject_keywords,
+            crash=args.crash_keywords,
+            reject_unknown=args.reject_unknown_keywords,
+        ),
+        prose_for_required=args.prose_for_required,
+        ignore_named_choice=args.ignore_named_choice,
+        ignore_parallel_false=args.ignore_parallel_false,
+        ignore_choice_none=args.ignore_choice_none,
+        json_whitespace=args.json_whitespace,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> None:
@@ -105,5 +208,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         prefix_cache_blocks=args.prefix_cache_blocks,
         block_size=args.block_size,
         ignore=frozenset(args.ignore),
+        structured=structured_options(args),
     )
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)

@@ -3,6 +3,7 @@
 EngineError                  400 invalid_request_error
  +-- ModelNotFound           404 invalid_request_error / model_not_found
  +-- RouteNotFound           404 invalid_request_error / unknown_url
+ +-- EngineFailure           500 server_error (a grammar compiler that fails, on request)
 """
 
 from __future__ import annotations
@@ -52,3 +53,10 @@ class RouteNotFound(EngineError):
 
     def __init__(self, method: str, path: str) -> None:
         super().__init__(f"Invalid URL ({method} {path})", code="unknown_url")
+
+
+class EngineFailure(EngineError):
+    """The engine failed on a request it took (a grammar compiler crashing on a schema)."""
+
+    status = 500
+    type = "server_error"

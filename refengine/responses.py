@@ -41,11 +41,23 @@ class Reply:
             usage["prompt_tokens_details"] = {"cached_tokens": self.cached_tokens}
         return usage
 
-    def body(self, text: str, finish_reason: str, completion_tokens: int) -> dict[str, Any]:
-        """The whole non-streaming response."""
+    def body(
+        self,
+        text: str,
+        finish_reason: str,
+        completion_tokens: int,
+        *,
+        tool_calls: list[dict[str, Any]] | None = None,
+    ) -> dict[str, Any]:
+        """The whole non-streaming response (chat: with ``tool_calls`` when it calls tools,
+        its content then null unless it has text)."""
         choice: dict[str, Any] = {"index": 0}
         if self.route == "chat":
-            choice["message"] = {"role": "assistant", "content": text}
+            message: dict[str, Any] = {"role": "assistant", "content": text}
+            if tool_calls:
+                message["content"] = text or None
+                message["tool_calls"] = tool_calls
+            choice["message"] = message
         else:
             choice["text"] = text
         choice |= {"logprobs": None, "finish_reason": finish_reason}
@@ -65,8 +77,11 @@ class Reply:
         role: bool = False,
         finish_reason: str | None = None,
         with_usage_key: bool = False,
+        tool_call: dict[str, Any] | None = None,
     ) -> bytes:
-        """One ``data:`` event carrying a text delta and/or a finish reason."""
+        """One ``data:`` event carrying a text delta, a piece of a tool call (OpenAI's
+        ``delta.tool_calls[i]``: the first with its id and name, then pieces of its
+        ``function.arguments``) and/or a finish reason."""
         choice: dict[str, Any] = {"index": 0}
         if self.route == "chat":
             delta: dict[str, Any] = {}
@@ -74,6 +89,8 @@ class Reply:
                 delta["role"] = "assistant"
             if text is not None:
                 delta["content"] = text
+            if tool_call is not None:
+                delta["tool_calls"] = [tool_call]
             choice["delta"] = delta
         else:
             choice["text"] = text or ""

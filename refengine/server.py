@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import AsyncIterator
-from dataclasses import KW_ONLY, dataclass
+from dataclasses import KW_ONLY, dataclass, field
 from typing import Any
 
 from starlette.applications import Starlette
@@ -15,10 +15,12 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from refengine.batcher import Engine, Finished, Row
+import sampler
+from refengine.batcher import Engine, Row
 from refengine.errors import EngineError, ModelNotFound, RouteNotFound
+from refengine.events import Finished, RowEvent, ToolArguments, ToolCallStart
 from refengine.model import TrigramModel, default_model
-from refengine.modes import PER_ROW
+from refengine.modes import PER_ROW, UNPATCHED
 from refengine.params import SamplingParams
 from refengine.prefixcache import Prefill, PrefixCache
 from refengine.protocol import (
@@ -28,7 +30,11 @@ from refengine.protocol import (
     parse_completion,
 )
 from refengine.responses import DONE, Reply
+from refengine.structured.answer import Plan, plan_answer
+from refengine.structured.options import StructuredOptions
+from refengine.structured.request import read_request
 from refengine.template import render_chat
+from refengine.tokenizer import Tokenizer
 from refengine.vectors import Vectors
 
 DEFAULT_MODEL_NAME = "Qwen3.8-Flash-Next"
@@ -49,12 +55,16 @@ def create_app(
     prefix_cache_blocks: int = 0,
     block_size: int = 16,
     ignore: frozenset[str] = frozenset(),
+    structured: StructuredOptions | None = None,
 ) -> Starlette:
     """The engine app; ``app.state.engine`` is the batcher (its ``stats`` for tests),
     ``app.state.prefill`` the prefill model (a prefix cache of ``prefix_cache_blocks``
     blocks of ``block_size`` tokens, none if 0; prefill time per uncached token).
     ``seed_mode`` and ``batch_variant_logits``: the engine to reproduce (modes.py).
-    ``ignore``: the embedding and rerank fields to ignore silently (vectors.py)."""
+    ``ignore``: the embedding and rerank fields to ignore silently (vectors.py).
+    ``structured``: structured outputs and tools (off: ignored, as ft serve ignores them;
+    structured/options.py)."""
+    options = structured or StructuredOptions()
     engine = Engine(
         model or default_model(),
         max_batch=max_batch,
@@ -64,6 +74,7 @@ def create_app(
         step_delay_s=step_delay_ms / 1000.0,
     )
     tokenizer = engine.tokenizer
+    words = answer_words(tokenizer)
     cache = (
         PrefixCache(block_size=block_size, capacity=prefix_cache_blocks)
         if prefix_cache_blocks
@@ -84,13 +95,20 @@ def create_app(
     async def chat_completions(request: Request) -> Response:
         chat = parse_chat(await _json_body(request))
         _check_model(chat.model, model_name)
-        prompt_text = render_chat(
-            [m.model_dump() for m in chat.messages], enable_thinking=chat.enable_thinking
-        )
-        prompt = tokenizer.encode(prompt_text)
+        messages = [m.model_dump() for m in chat.messages]
         params = chat.sampling_params(DEFAULT_CHAT_MAX_TOKENS)
+        asked = read_request(chat.model_extra or {}, messages, options)
+        plan = Plan()
+        if asked is not None:
+            key = _draw_key(params.seed, params.temperature, engine.seed_mode)
+            plan = plan_answer(
+                asked, key=key, words=words, max_tokens=params.max_tokens, options=options
+            )
+        prompt = tokenizer.encode(render_chat(messages, enable_thinking=chat.enable_thinking))
         reply = Reply("chat", model_name, len(prompt), cache_details=cache is not None)
-        start = _Start(engine, prefill, prompt, params, reply, thinking=chat.enable_thinking)
+        start = _Start(
+            engine, prefill, prompt, params, reply, thinking=chat.enable_thinking, plan=plan
+        )
         if chat.stream:
             return _event_stream(start, include_usage=chat.include_usage)
         return await _collect(request, start)
@@ -142,7 +160,26 @@ def create_app(
     app.state.engine = engine
     app.state.prefill = prefill
     app.state.model_name = model_name
+    app.state.structured = options
     return app
+
+
+def answer_words(tokenizer: Tokenizer) -> list[str]:
+    """The words a drawn JSON string is made of: the vocabulary's, most frequent first."""
+    return [w for w in tokenizer.tokens if w.isascii() and w.isalpha()][:_ANSWER_WORDS]
+
+
+_ANSWER_WORDS = 2000
+
+
+def _draw_key(seed: int | None, temperature: float, seed_mode: str) -> int:
+    """The key of a structured answer's draws: the seed (one drawn if none, or always
+    when the sampler ignores seeds), 0 at temperature 0 (one answer, like greedy)."""
+    if temperature == 0:
+        return 0
+    if seed is None or seed_mode == UNPATCHED:
+        return sampler.random_seed()
+    return seed
 
 
 async def _json_body(request: Request) -> Any:
@@ -168,11 +205,19 @@ class _Start:
     reply: Reply
     _: KW_ONLY
     thinking: bool
+    plan: Plan = field(default_factory=Plan)
     row: Row | None = None  # once submitted
 
     async def submit(self) -> Row:
         self.reply.cached_tokens = await self.prefill.run(self.prompt)
-        self.row = self.engine.submit(self.prompt, self.params, thinking=self.thinking)
+        self.row = self.engine.submit(
+            self.prompt,
+            self.params,
+            thinking=self.thinking,
+            script=self.plan.script,
+            script_end=self.plan.end,
+            stop_label=self.plan.stop_label,
+        )
         return self.row
 
     def end(self) -> None:
@@ -185,12 +230,18 @@ class _Start:
 async def _collect(request: Request, start: _Start) -> Response:
     """The whole reply; if the client hangs up first, the row leaves the batch."""
 
-    async def text() -> tuple[str, str, int]:
+    async def text() -> tuple[str, list[dict[str, Any]], str, int]:
         row = await start.submit()
         parts: list[str] = []
+        calls: list[dict[str, Any]] = []
         while not isinstance(event := await row.events.get(), Finished):
-            parts.append(event)
-        return "".join(parts), event.reason, len(row.generated)
+            if isinstance(event, str):
+                parts.append(event)
+            elif isinstance(event, ToolCallStart):
+                calls.append(_call(event))
+            else:
+                calls[event.index]["function"]["arguments"] += event.text
+        return "".join(parts), calls, event.reason, len(row.generated)
 
     async def hang_up() -> None:
         while (await request.receive())["type"] != "http.disconnect":
@@ -206,8 +257,24 @@ async def _collect(request: Request, start: _Start) -> Response:
         start.end()
     if not collecting.done() or collecting.cancelled():
         return Response(status_code=499)  # nobody is listening any more
-    content, reason, generated = collecting.result()
-    return JSONResponse(start.reply.body(content, reason, generated))
+    content, calls, reason, generated = collecting.result()
+    return JSONResponse(start.reply.body(content, reason, generated, tool_calls=calls))
+
+
+def _call(start: ToolCallStart) -> dict[str, Any]:
+    """A tool call as OpenAI's message holds it, its arguments still empty."""
+    return {"id": start.id, "type": "function", "function": {"name": start.name, "arguments": ""}}
+
+
+def _delta(reply: Reply, event: RowEvent, *, include_usage: bool) -> bytes:
+    """The chunk of one piece of the answer."""
+    if isinstance(event, ToolCallStart):
+        call = {"index": event.index} | _call(event)
+        return reply.chunk(tool_call=call, with_usage_key=include_usage)
+    if isinstance(event, ToolArguments):
+        piece = {"index": event.index, "function": {"arguments": event.text}}
+        return reply.chunk(tool_call=piece, with_usage_key=include_usage)
+    return reply.chunk(text=str(event), with_usage_key=include_usage)
 
 
 def _event_stream(start: _Start, *, include_usage: bool) -> Response:
@@ -221,7 +288,7 @@ def _event_stream(start: _Start, *, include_usage: bool) -> Response:
             if reply.route == "chat":
                 yield reply.chunk(text="", role=True, with_usage_key=include_usage)
             while not isinstance(event := await row.events.get(), Finished):
-                yield reply.chunk(text=event, with_usage_key=include_usage)
+                yield _delta(reply, event, include_usage=include_usage)
             yield reply.chunk(finish_reason=event.reason, with_usage_key=include_usage)
             if include_usage:
                 yield reply.usage_chunk(len(row.generated))

@@ -37,6 +37,7 @@ class Tokenizer:
         specials = "|".join(re.escape(s) for s in SPECIALS)
         self._pattern = re.compile(f"{specials}|\n|{WORD_PATTERN}")
         self.eos_id = self.ids[EOS]
+        self.unk_id = self.ids[UNK]
         self.think_start_id = self.ids[THINK_START]
         self.think_end_id = self.ids[THINK_END]
         self.special_ids = frozenset(self.ids[s] for s in SPECIALS) | {self.ids[NEWLINE]}

@@ -5,7 +5,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
-from refengine.batcher import THINK_TOKENS, Engine, Finished, Row
+from refengine.batcher import THINK_TOKENS, Engine, Row
+from refengine.events import Finished
 from refengine.model import default_model
 from refengine.params import SamplingParams
 from tests.support.runningengine import running
@@ -25,7 +26,7 @@ async def _result(row: Row) -> tuple[str, str]:
     parts: list[str] = []
     with anyio.fail_after(30):
         while not isinstance(event := await row.events.get(), Finished):
-            parts.append(event)
+            parts.append(str(event))
     return "".join(parts), event.reason
 
 
@@ -149,3 +150,33 @@ async def test_cancel_drops_waiting_and_active_rows() -> None:
     assert engine.stats.tokens == tokens + 1  # only the new row was stepped
     assert engine.stats.finished == 1
     assert active.finish_reason == waiting.finish_reason == "cancelled"
+
+
+async def test_a_scripted_row_shares_the_batch_and_keeps_its_limits() -> None:
+    """A scripted row (structured outputs) takes a step like a sampled one: one piece
+    a step, max_tokens and stop strings apply, and it ends with its script's reason."""
+    engine = _engine()
+    script = ("{", '"a', '":', " ", "1", "}")
+    async with running(engine):
+        engine.pause()
+        scripted = engine.submit(
+            _prompt(engine, "json"),
+            SamplingParams(max_tokens=40),
+            script=script,
+            script_end="tool_calls",
+        )
+        sampled = engine.submit(_prompt(engine, "a list"), SEEDED)
+        cut = engine.submit(_prompt(engine, "json"), SamplingParams(max_tokens=2), script=script)
+        stopped = engine.submit(
+            _prompt(engine, "json"), SamplingParams(max_tokens=40, stop=(":",)), script=script
+        )
+        engine.resume()
+        results = [await _result(row) for row in (scripted, cut, stopped, sampled)]
+    assert results[0] == ('{"a": 1}', "tool_calls")
+    assert results[1] == ('{"a', "length")
+    assert results[2] == ('{"a"', "stop")
+    assert results[3][0]
+    assert engine.stats.max_batch_seen == 4
+    assert len(scripted.generated) == len(script)
+    with pytest.raises(ValueError, match="at least one piece"):
+        engine.submit([1], SamplingParams(max_tokens=1), script=())

@@ -8,8 +8,9 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
-from refengine.batcher import Engine, Finished, Row
+from refengine.batcher import Engine, Row
 from refengine.cli import parse_args
+from refengine.events import Finished
 from refengine.model import default_model
 from refengine.modes import (
     BATCH_VARIANCE,
@@ -32,7 +33,7 @@ async def _text(row: Row) -> str:
     parts: list[str] = []
     with anyio.fail_after(30):
         while not isinstance(event := await row.events.get(), Finished):
-            parts.append(event)
+            parts.append(str(event))
     return "".join(parts)
 
 
