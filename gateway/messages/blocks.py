@@ -175,6 +175,8 @@ def _assistant(content: Any, where: str) -> dict[str, Any] | None:
         if kind == "text":
             parts.append(_text(block, at))
         elif kind == "tool_use":
+            if block.get("caller") not in (None, {"type": "direct"}):
+                raise refuse(f"{at}.caller", "has no chat-completions equivalent.")
             arguments = field_of(block, "input", at, dict)
             calls.append(
                 {

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import httpx
+import yaml
 
 from tests.support.bodies import MODEL, sse_events
+from tests.support.paths import POLICY
 
 MESSAGES_PATH = "/v1/messages"
 COUNT_PATH = "/v1/messages/count_tokens"
@@ -68,3 +71,24 @@ def anthropic_error(response: httpx.Response, status: int, kind: str) -> str:
     message: str = body["error"]["message"]
     assert message
     return message
+
+
+def tools_policy(directory: Path) -> Path:
+    """The shipped policy with the Messages API's tool calling passed (tools, forced
+    choices, tool_use and tool_result blocks; a result's is_error stripped, its content
+    saying what failed): the policy of an engine whose tool calls the gateway may trust,
+    such as the reference engine with ``--tools``. Written in ``directory``."""
+    policy = yaml.safe_load(POLICY.read_text())
+    fields = policy["routes"][MESSAGES_PATH]["fields"]  # count_tokens shares these rules
+    fields["tools"] = {k: v for k, v in fields["tools"].items() if k not in ("reason", "neutral")}
+    fields["tools"]["action"] = "pass"
+    for choice in ("any", "tool"):
+        fields["tool_choice"]["select"]["rules"][choice]["action"] = "pass"
+    roles = fields["messages"]["select"]["rules"]
+    result = roles["user"]["fields"]["content"]["select"]["rules"]["tool_result"]
+    result["action"] = "pass"
+    result["fields"]["is_error"] = {"action": "strip", "type": "boolean"}
+    roles["assistant"]["fields"]["content"]["select"]["rules"]["tool_use"]["action"] = "pass"
+    path = directory / "messages-tools.yaml"
+    path.write_text(yaml.safe_dump(policy, sort_keys=False))
+    return path
