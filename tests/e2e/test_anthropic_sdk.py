@@ -125,9 +125,12 @@ async def test_a_stop_sequence_ends_the_answer_and_is_named() -> None:
         text = "".join(b.text for b in free.content if isinstance(b, TextBlock))
         word = text.split()[2]
         stopped = await client.messages.create(
-            model=MODEL, max_tokens=40, messages=CAT, stop_sequences=[word],
+            model=MODEL,
+            max_tokens=40,
+            messages=CAT,
+            stop_sequences=[word],
             extra_body={"temperature": 0},
-        )  # fmt: skip
+        )
     assert (stopped.stop_reason, stopped.stop_sequence) == ("stop_sequence", word)
     [block] = stopped.content
     assert isinstance(block, TextBlock) and block.text == text[: text.index(word)]
@@ -137,9 +140,12 @@ async def test_tools_call_and_answer_the_result(tmp_path: Path) -> None:
     ask = [{"role": "user", "content": "What is get_weather in Oslo?"}]
     async with chain(tools_policy(tmp_path)) as client:
         called = await client.messages.create(
-            model=MODEL, max_tokens=64, messages=ask, tools=[WEATHER],
+            model=MODEL,
+            max_tokens=64,
+            messages=ask,
+            tools=[WEATHER],
             tool_choice={"type": "tool", "name": "get_weather"},
-        )  # fmt: skip
+        )
         assert called.stop_reason == "tool_use"
         [use] = [b for b in called.content if isinstance(b, ToolUseBlock)]
         assert use.name == "get_weather" and use.id.startswith("toolu_")
@@ -147,15 +153,23 @@ async def test_tools_call_and_answer_the_result(tmp_path: Path) -> None:
         history: Any = [
             *ask,
             {"role": "assistant", "content": called.content},  # as the SDK's docs pass it
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": use.id, "content": "Sunny, 21 C"}]},
-        ]  # fmt: skip
+            {
+                "role": "user",
+                "content": [
+                    {"type": "tool_result", "tool_use_id": use.id, "content": "Sunny, 21 C"}
+                ],
+            },
+        ]
         answered = await client.messages.create(
             model=MODEL, max_tokens=32, messages=history, tools=[WEATHER]
         )
         async with client.messages.stream(
-            model=MODEL, max_tokens=64, messages=ask, tools=[WEATHER],
+            model=MODEL,
+            max_tokens=64,
+            messages=ask,
+            tools=[WEATHER],
             tool_choice={"type": "any", "disable_parallel_tool_use": True},
-        ) as stream:  # fmt: skip
+        ) as stream:
             final = await stream.get_final_message()
     assert answered.stop_reason in ("end_turn", "max_tokens")
     assert isinstance(answered.content[0], TextBlock | ThinkingBlock)
@@ -169,9 +183,20 @@ async def test_a_field_the_engine_would_ignore_is_a_bad_request_naming_it() -> N
             await client.messages.create(model=MODEL, max_tokens=8, messages=CAT, tools=[WEATHER])
         with pytest.raises(anthropic.BadRequestError) as image:
             await client.messages.create(
-                model=MODEL, max_tokens=8,
-                messages=[{"role": "user", "content": [{"type": "image", "source": {"type": "url", "url": "https://example.com/c.png"}}]}],
-            )  # fmt: skip
+                model=MODEL,
+                max_tokens=8,
+                messages=[
+                    {
+                        "role": "user",
+                        "content": [
+                            {
+                                "type": "image",
+                                "source": {"type": "url", "url": "https://example.com/c.png"},
+                            }
+                        ],
+                    }
+                ],
+            )
     assert refused.value.status_code == 400 and refused.value.type == "invalid_request_error"
     assert refused.value.api_message is not None
     assert refused.value.api_message.startswith("tools: ")
