@@ -24,8 +24,8 @@ from tests.support.gateways import gateway_settings, serve_gateway
 from tests.support.servers import running_server
 
 pytestmark = pytest.mark.anyio
-CAT = [{"role": "user", "content": "Invent a name for a cat."}]
-WEATHER = {
+CAT: Any = [{"role": "user", "content": "Invent a name for a cat."}]
+WEATHER: Any = {
     "name": "get_weather",
     "description": "The weather in a city.",
     "input_schema": {
@@ -40,7 +40,11 @@ WEATHER = {
 async def chain(policy: Path | None = None) -> AsyncIterator[anthropic.AsyncAnthropic]:
     engine = create_engine(max_batch=16, structured=StructuredOptions(tools=True))
     async with running_server(engine) as engine_url:
-        settings = gateway_settings(engine_url, **({} if policy is None else {"policy": policy}))
+        settings = (
+            gateway_settings(engine_url)
+            if policy is None
+            else gateway_settings(engine_url, policy=policy)
+        )
         async with (
             serve_gateway(settings) as gw,
             anthropic.AsyncAnthropic(base_url=gw.url, api_key="sk-test", max_retries=0) as client,
@@ -137,7 +141,7 @@ async def test_a_stop_sequence_ends_the_answer_and_is_named() -> None:
 
 
 async def test_tools_call_and_answer_the_result(tmp_path: Path) -> None:
-    ask = [{"role": "user", "content": "What is get_weather in Oslo?"}]
+    ask: Any = [{"role": "user", "content": "What is get_weather in Oslo?"}]
     async with chain(tools_policy(tmp_path)) as client:
         called = await client.messages.create(
             model=MODEL,

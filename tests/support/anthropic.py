@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +53,7 @@ def anthropic_events(body: str | bytes) -> list[tuple[str, dict[str, Any]]]:
     return events
 
 
-def squeezed(names: list[str]) -> list[str]:
+def squeezed(names: Sequence[str]) -> list[str]:
     """``names`` with runs of one name as one (a block's many deltas as one)."""
     return [n for i, n in enumerate(names) if i == 0 or n != names[i - 1]]
 
