@@ -28,6 +28,9 @@ class RouteRow:
     max_tokens: tuple[str, ...]  # the fields the limiter reserves the completion by
     classes: dict[str, str]  # mode -> "module:Class" of its route ("" is the only mode)
     mode: str = ""  # the upstream setting that picks the mode (translate, native), if any
+    # "module:NAME" of the ErrorShape its clients read ("": OpenAI's), for what answers
+    # outside the proxy (explain); the proxy's comes with the route's Call.
+    errors: str = ""
 
 
 CHAT = "/v1/chat/completions"
@@ -52,6 +55,7 @@ _MESSAGES = {
     "translate": "gateway.messages.route:TranslatedMessages",
     "native": "gateway.messages.native:NativeMessages",
 }
+_ANTHROPIC = "gateway.messages.errors:ANTHROPIC_ERRORS"
 _COUNT_TOKENS = {
     "translate": "gateway.messages.count:TranslatedCount",
     "native": "gateway.messages.native:NativeCount",
@@ -91,12 +95,12 @@ ROUTES: dict[str, RouteRow] = {
     # Its body keeps the conversation in ``messages`` as chat's does: explain tells it by
     # a top-level ``system`` (guess_route).
     MESSAGES: RouteRow(
-        MESSAGES, "chat", "system", "messages", ("max_tokens",), _MESSAGES, "messages"
+        MESSAGES, "chat", "system", "messages", ("max_tokens",), _MESSAGES, "messages", _ANTHROPIC
     ),
     # A body like the Messages API's without max_tokens: explain never guesses it (no
     # marker; --route names it). Nothing is generated, nothing reserved.
     COUNT_TOKENS: RouteRow(
-        COUNT_TOKENS, "count_tokens", "", "messages", (), _COUNT_TOKENS, "messages"
+        COUNT_TOKENS, "count_tokens", "", "messages", (), _COUNT_TOKENS, "messages", _ANTHROPIC
     ),
 }
 ROUTE_NAMES = tuple(ROUTES)

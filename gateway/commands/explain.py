@@ -7,11 +7,12 @@ It runs the server's own steps (``parse_request``, ``apply_policy``,
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import orjson
 
@@ -19,7 +20,7 @@ from gateway import routes
 from gateway.access.keys import load_keyring
 from gateway.commands.check import display_path
 from gateway.deployments import Deployment, find_model
-from gateway.errors import GatewayError, ModelNotFound, render
+from gateway.errors import OPENAI_ERRORS, ErrorShape, GatewayError, ModelNotFound, render
 from gateway.limits.limiter import reservation
 from gateway.limits.report import describe_limits
 from gateway.policy.engine import STEPS, Outcome, Policy, apply_policy
@@ -75,12 +76,22 @@ def guess_route(raw: bytes) -> str:
         return routes.CHAT
 
 
+def error_shape(route: str) -> ErrorShape:
+    """The error shape of ``route``'s clients (its row names it; OpenAI's by default)."""
+    spec = routes.ROUTES[route].errors if route in routes.ROUTES else ""
+    if not spec:
+        return OPENAI_ERRORS
+    module, _, name = spec.partition(":")
+    return cast(ErrorShape, getattr(importlib.import_module(module), name))
+
+
 def explain_request(
     policy: Policy, raw: bytes, *, route: str | None = None, profile: str | None = None
 ) -> Explanation:
     """Run ``raw`` (a request body) through the server's parsing and policy steps."""
     route = route or guess_route(raw)
     result = Explanation(route=route)
+    shape = error_shape(route)
     try:
         body = parse_request(raw, _JSON_HEADERS)
         decision = apply_policy(policy, route, body, profile=profile, trace=True)
@@ -88,12 +99,12 @@ def explain_request(
         result.outcomes = sorted(decision.outcomes, key=lambda o: STEPS.get(o.action, 0))
         result.reported = decision.reported
         if decision.report is not None:
-            result.report = render(decision.report.error)
+            result.report = render(decision.report.error, shape=shape)
         if decision.error is not None:
             raise decision.error
     except GatewayError as exc:
-        result.status = exc.status
-        result.error = render(exc)
+        result.status = shape.status(exc)
+        result.error = render(exc, shape=shape)
         return result
     result.forwarded = request_content(raw, decision)
     result.changed = decision.changed

@@ -80,9 +80,13 @@ def tools_policy(directory: Path) -> Path:
     saying what failed): the policy of an engine whose tool calls the gateway may trust,
     such as the reference engine with ``--tools``. Written in ``directory``."""
     policy = yaml.safe_load(POLICY.read_text())
-    fields = policy["routes"][MESSAGES_PATH]["fields"]  # count_tokens shares these rules
-    fields["tools"] = {k: v for k, v in fields["tools"].items() if k not in ("reason", "neutral")}
-    fields["tools"]["action"] = "pass"
+    for route in (MESSAGES_PATH, COUNT_PATH):
+        fields = policy["routes"][route]["fields"]
+        tools = fields["tools"] = dict(fields["tools"], action="pass")
+        tools.pop("reason", None)
+        tools.pop("neutral", None)
+    # The rules below are one object in both routes (YAML anchors): set once.
+    fields = policy["routes"][MESSAGES_PATH]["fields"]
     for choice in ("any", "tool"):
         fields["tool_choice"]["select"]["rules"][choice]["action"] = "pass"
     roles = fields["messages"]["select"]["rules"]
