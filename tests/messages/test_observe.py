@@ -22,7 +22,8 @@ from tests.support.metrics import Scrape
 
 pytestmark = pytest.mark.anyio
 CHAT_STREAM = (
-    b'data: {"id":"chatcmpl-9","model":"served","choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n'
+    b'data: {"id":"chatcmpl-9","model":"served",'
+    b'"choices":[{"index":0,"delta":{"content":"Hi"}}]}\n\n'
     b'data: {"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}\n\n'
     b'data: {"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":2,"total_tokens":7}}\n\n'
     b"data: [DONE]\n\n"
@@ -44,14 +45,25 @@ def event(kind: str, **data: Any) -> str:
 
 
 NATIVE_STREAM = (
-    event("message_start", message={**MESSAGE, "content": [], "stop_reason": None,
-                                    "usage": {"input_tokens": 3, "cache_read_input_tokens": 2, "output_tokens": 0}})
+    event(
+        "message_start",
+        message={
+            **MESSAGE,
+            "content": [],
+            "stop_reason": None,
+            "usage": {"input_tokens": 3, "cache_read_input_tokens": 2, "output_tokens": 0},
+        },
+    )
     + event("content_block_start", index=0, content_block={"type": "text", "text": ""})
     + event("content_block_delta", index=0, delta={"type": "text_delta", "text": "Hi"})
     + event("content_block_stop", index=0)
-    + event("message_delta", delta={"stop_reason": "end_turn", "stop_sequence": None}, usage={"output_tokens": 2})
+    + event(
+        "message_delta",
+        delta={"stop_reason": "end_turn", "stop_sequence": None},
+        usage={"output_tokens": 2},
+    )
     + event("message_stop")
-)  # fmt: skip
+)
 
 
 def translated(request: httpx.Request) -> httpx.Response:
@@ -102,9 +114,10 @@ async def test_tokens_requests_spans_and_log_lines(mode: str, handler: Any) -> N
         (MESSAGES_PATH, 200, 7)
     ] * 2
     spans = [
-        s for s in exporter.get_finished_spans()
+        s
+        for s in exporter.get_finished_spans()
         if s.attributes and s.attributes.get("http.route") == MESSAGES_PATH
-    ]  # fmt: skip
+    ]
     assert len(spans) == 2
     for span in spans:
         attributes = dict(span.attributes or {})
