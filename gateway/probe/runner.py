@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-from gateway.probe import checks, messages, sampling, seed, vectors
+from gateway.probe import anthropic, checks, messages, sampling, seed, vectors
+from gateway.probe.anthropic import MessagesProbe, probe_messages
 from gateway.probe.client import BudgetSpent, EngineClient
 from gateway.probe.context import (
     FREE_SAMPLES,
@@ -22,6 +23,7 @@ from gateway.probe.progress import Progress
 from gateway.probe.responses import REQUESTS, RESPONSES, ResponsesProbe, probe_responses
 from gateway.probe.route import CHAT, ProbeRoute
 from gateway.probe.verdict import INCONCLUSIVE, Verdict
+from gateway.routes import MESSAGES
 
 
 @dataclass(frozen=True)
@@ -79,8 +81,9 @@ def checks_for(route: str) -> list[Check]:
 def planned_requests(routes: Sequence[str]) -> int:
     """The most requests a probe of ``routes`` sends."""
     baseline = GREEDY_SAMPLES + FREE_SAMPLES
-    chat_like = [r for r in routes if r != RESPONSES and r not in vectors.REQUESTS]
+    chat_like = [r for r in routes if r not in (RESPONSES, MESSAGES) and r not in vectors.REQUESTS]
     native = REQUESTS if RESPONSES in routes else 0
+    native += anthropic.REQUESTS if MESSAGES in routes else 0
     native += sum(vectors.REQUESTS.get(r, 0) for r in routes)
     return native + sum(baseline + sum(c.requests for c in checks_for(r)) for r in chat_like)
 
@@ -109,6 +112,7 @@ class ProbeResult:
     routes: list[RouteResult] = field(default_factory=list)
     requests: int = 0
     responses: ResponsesProbe | None = None  # when /v1/responses was probed
+    messages: MessagesProbe | None = None  # when /v1/messages was probed
 
     def route(self, path: str) -> RouteResult | None:
         return next((r for r in self.routes if r.route == path), None)
@@ -144,6 +148,13 @@ def probe_engine(
                 result.responses = probe_responses(client, model=model, extra=result.extra)
             except BudgetSpent as exc:
                 result.responses = ResponsesProbe(False, f"not measured: {exc}")
+            continue
+        if path == MESSAGES:
+            show(f"{path} native")
+            try:
+                result.messages = probe_messages(client, model=model, extra=result.extra)
+            except BudgetSpent as exc:
+                result.messages = MessagesProbe(False, f"not measured: {exc}")
             continue
         if path in vectors.PROBES:
             show(path)
