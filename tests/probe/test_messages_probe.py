@@ -86,7 +86,7 @@ def native_engine(*, llama: bool = False) -> Any:
             "usage": {"input_tokens": 7, "output_tokens": len(words)},
         }
         if body.get("stream"):
-            events = [
+            events: list[dict[str, Any]] = [
                 {"type": "message_start", "message": {**answer, "content": []}},
                 {
                     "type": "message_delta",
@@ -159,7 +159,8 @@ def test_an_engine_that_refuses_count_tokens_leaves_the_route_out() -> None:
     def handler(request: httpx.Request) -> httpx.Response:
         if request.url.path == COUNT_TOKENS:
             return httpx.Response(404, json={"error": {"message": "not found"}})
-        return native_engine()(request)
+        answer: httpx.Response = native_engine()(request)
+        return answer
 
     with EngineClient("http://native", transport=httpx.MockTransport(handler)) as client:
         result = probe_engine(
