@@ -43,6 +43,7 @@ class Explanation:
     forwarded: bytes | None = None  # what the engine would receive
     changed: bool = False
     error: bytes | None = None  # the exact error body the client would get
+    refusal: GatewayError | None = None  # the error itself (its param and code)
     fanout: int = 1  # n served by fan-out: the engine is asked this many times
     limits: list[str] = field(default_factory=list)  # the key's rate limits (--key)
     reserved: int | None = None  # the tokens this request reserves against them
@@ -103,6 +104,7 @@ def explain_request(
         if decision.error is not None:
             raise decision.error
     except GatewayError as exc:
+        result.refusal = exc
         result.status = shape.status(exc)
         result.error = render(exc, shape=shape)
         return result

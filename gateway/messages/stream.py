@@ -59,6 +59,9 @@ class MessageStream:
         self.inline = InlineThinking() if wants.thinking else None
         self.stops = StopMatcher(wants.stops)
         self.first_call = FirstCallFilter() if wants.one_call else None
+        # No thought to split off (or its text block reached) and no stop sequences:
+        # a text delta goes out as it is.
+        self.plain = not wants.stops and not wants.thinking
         self.finish_reason: Any = None
         self.chat_usage: Any = None  # the engine's own usage object (metering reads it)
 
@@ -87,6 +90,21 @@ class MessageStream:
 
     def chunk(self, chunk: dict[str, Any]) -> bytes:
         """The events of one chat chunk (often one delta, or none)."""
+        if self.plain and self.open == "text" and not chunk.get("usage"):
+            # The common chunk: one choice whose delta is text, to the open text block,
+            # with no thought to split off and no stop sequence to look for.
+            choices = chunk.get("choices")
+            if type(choices) is list and len(choices) == 1:
+                choice = choices[0]
+                if type(choice) is dict and not choice.get("finish_reason"):
+                    delta = choice.get("delta")
+                    if (
+                        type(delta) is dict
+                        and len(delta) == 1
+                        and type(delta.get("content")) is str
+                        and self.first_call is None
+                    ):
+                        return _TEXT_DELTA % (self.blocks - 1, orjson.dumps(delta["content"]))
         usage = chunk.get("usage")
         if usage:
             self.chat_usage = usage

@@ -17,6 +17,8 @@ word here:
   absent or ``disabled`` off (Anthropic's default is no thinking), ``enabled``
   and ``adaptive`` on; ``budget_tokens`` is sent as ``thinking_budget_tokens``
   (llama.cpp's server's name) where the policy lets it through.
+- ``context_management`` may only clear thinking: the translation leaves every
+  thought sent back out anyway (blocks.py).
 - ``disable_parallel_tool_use`` is the gateway's: the answer's first tool call
   is kept (responses/onecall.py), whatever the engine does with the flag.
 """
@@ -37,7 +39,6 @@ GATEWAY_ONLY = frozenset({"metadata", "cache_control", "service_tier", "stop_seq
 NO_CHAT: dict[str, tuple[Any, ...]] = {
     "container": (),
     "inference_geo": (),
-    "context_management": ({},),
     "mcp_servers": ([],),
     "speed": ("standard",),
     "fallbacks": ([],),
@@ -170,6 +171,23 @@ def _output_config(config: Any, chat: dict[str, Any]) -> None:
             raise refuse(f"output_config.{key}", "has no chat-completions equivalent.")
 
 
+def _context_management(value: Any) -> None:
+    """Only thinking may be cleared (Claude Code asks it on every request): the
+    translation leaves every thought sent back out, as the template would."""
+    edits = value.get("edits") if isinstance(value, dict) else None
+    for key in value if isinstance(value, dict) else ():
+        if key != "edits":
+            raise refuse(f"context_management.{key}", "has no chat-completions equivalent.")
+    for index, edit in enumerate(edits or ()):
+        kind = edit.get("type") if isinstance(edit, dict) else None
+        if not (isinstance(kind, str) and kind.startswith("clear_thinking_")):
+            raise refuse(
+                f"context_management.edits[{index}].type",
+                f"cannot be done by this gateway ('{kind}'): it never edits the conversation.",
+                code="unsupported_value",
+            )
+
+
 def _stops(value: Any) -> list[str]:
     if value is None:
         return []
@@ -211,6 +229,8 @@ def to_chat(body: dict[str, Any], *, count: bool = False) -> tuple[dict[str, Any
                     code="invalid_value",
                 )
             chat["max_tokens"] = value
+        elif name == "context_management":
+            _context_management(value)
         elif name == "tools":
             if value:
                 chat["tools"] = _tools(value)

@@ -140,10 +140,10 @@ async def test_a_field_the_engine_would_ignore_is_anthropics_400_naming_it() -> 
 
 async def test_an_unknown_field_is_a_400_naming_it() -> None:
     response, engine, _ = await post(
-        MESSAGES_PATH, messages_request(context_management={"edits": [{}]})
+        MESSAGES_PATH, messages_request(fallbacks=[{"model": "claude-opus-4-8"}])
     )
     assert anthropic_error(response, 400, "invalid_request_error").startswith(
-        "context_management: "
+        "fallbacks: "
     )
     assert engine.requests == []
 
