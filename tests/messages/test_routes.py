@@ -142,9 +142,7 @@ async def test_an_unknown_field_is_a_400_naming_it() -> None:
     response, engine, _ = await post(
         MESSAGES_PATH, messages_request(fallbacks=[{"model": "claude-opus-4-8"}])
     )
-    assert anthropic_error(response, 400, "invalid_request_error").startswith(
-        "fallbacks: "
-    )
+    assert anthropic_error(response, 400, "invalid_request_error").startswith("fallbacks: ")
     assert engine.requests == []
 
 
