@@ -33,7 +33,18 @@ from tests.support.bodies import MODEL
 from tests.support.paths import POLICY
 from tests.support.servers import running_server
 
-ALIASES = ["claude-sonnet-4-6", "claude-opus-4-8", "claude-haiku-4-5"]
+# Claude Code's main, opus and haiku models, then the names a subagent is given: the newest
+# ids of each family (anthropic 2.15's Model list).
+ALIASES = [
+    "claude-sonnet-4-6",
+    "claude-opus-4-8",
+    "claude-haiku-4-5",
+    "claude-fable-5-2",
+    "claude-mythos-5-2",
+    "claude-sonnet-5-5",
+    "claude-opus-5-5",
+    "claude-haiku-5-5",
+]
 PROMPT = "Say hello in one short sentence."
 MASKED = {b"x-api-key", b"authorization"}
 ASGI = Callable[..., Awaitable[None]]
@@ -95,7 +106,7 @@ def _json(data: bytes) -> Any:
 def _answer(data: bytes, headers: dict[str, str]) -> Any:
     if not headers.get("content-type", "").startswith("text/event-stream"):
         return _json(data)
-    names, error, text = [], None, []
+    names, error, text, blocks, stop = [], None, [], [], None
     for event in data.decode(errors="replace").split("\n\n"):
         lines = event.split("\n")
         if len(lines) == 2 and lines[0].startswith("event: "):
@@ -103,10 +114,15 @@ def _answer(data: bytes, headers: dict[str, str]) -> Any:
             payload = json.loads(lines[1][6:])
             if payload["type"] == "error":
                 error = payload["error"]
+            if payload["type"] == "content_block_start":
+                block = payload["content_block"]
+                blocks.append(block["type"] + (f" {block['name']}" if "name" in block else ""))
             delta = payload.get("delta") or {}
             if delta.get("type") == "text_delta":
                 text.append(delta["text"])
-    return {"events": names, "error": error, "text": "".join(text)}
+            if payload["type"] == "message_delta":
+                stop = delta.get("stop_reason")
+    return {"events": names, "error": error, "text": "".join(text), "blocks": blocks, "stop": stop}
 
 
 def _settings(engine_url: str, policy: Path) -> Any:
@@ -120,8 +136,9 @@ def _settings(engine_url: str, policy: Path) -> Any:
     return load_settings(None, overrides=flags, environ={})
 
 
-async def run_claude(claude: str, url: str, home: Path) -> dict[str, Any]:
-    """``claude -p PROMPT`` against the gateway at ``url``, its home in ``home``."""
+async def run_claude(claude: str, url: str, home: Path, more: dict[str, str]) -> dict[str, Any]:
+    """``claude -p PROMPT`` against the gateway at ``url``, its home in ``home``, with the
+    environment ``more`` beside the base URL, key and models."""
     env = {
         "PATH": os.environ.get("PATH", ""),
         "HOME": str(home),
@@ -131,9 +148,11 @@ async def run_claude(claude: str, url: str, home: Path) -> dict[str, Any]:
         "ANTHROPIC_DEFAULT_SONNET_MODEL": ALIASES[0],
         "ANTHROPIC_DEFAULT_OPUS_MODEL": ALIASES[1],
         "ANTHROPIC_DEFAULT_HAIKU_MODEL": ALIASES[2],
+        "CLAUDE_CODE_SUBAGENT_MODEL": ALIASES[0],
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
         "DISABLE_AUTOUPDATER": "1",
         "DISABLE_TELEMETRY": "1",
+        **more,
     }
     argv = [claude, "-p", PROMPT, "--max-turns", "4", "--output-format", "json"]
     process = await asyncio.create_subprocess_exec(
@@ -151,18 +170,26 @@ async def run_claude(claude: str, url: str, home: Path) -> dict[str, Any]:
     }
 
 
-async def one_run(name: str, claude: str, policy: Path, out: Path) -> dict[str, Any]:
+async def one_run(
+    name: str, claude: str, policy: Path, out: Path, more: dict[str, str] | None = None
+) -> dict[str, Any]:
     """One run against a fresh engine and gateway; its record written to OUT/<name>.jsonl."""
     engine = create_engine(structured=StructuredOptions(tools=True))
     async with running_server(engine) as engine_url:
         recorder = Recorder(create_app(_settings(engine_url, policy)))
         async with running_server(recorder) as url:
             with tempfile.TemporaryDirectory() as home:
-                result = await run_claude(claude, url, Path(home))
+                result = await run_claude(claude, url, Path(home), more or {})
     with (out / f"{name}.jsonl").open("w") as file:
         for exchange in recorder.exchanges:
             file.write(json.dumps(exchange) + "\n")
-    return {"name": name, "policy": str(policy), **result, "exchanges": recorder.exchanges}
+    return {
+        "name": name,
+        "policy": str(policy),
+        "env": more or {},
+        **result,
+        "exchanges": recorder.exchanges,
+    }
 
 
 def _sent(exchange: dict[str, Any]) -> list[str]:
@@ -191,12 +218,24 @@ def _sent(exchange: dict[str, Any]) -> list[str]:
     return lines
 
 
+def _printed(stdout: str) -> str:
+    """What ``claude -p --output-format json`` said: its result, or its error."""
+    try:
+        out = json.loads(stdout)
+    except ValueError:
+        return f"`{stdout.strip()[:600]}`"
+    said = out.get("result") or out.get("terminal_reason") or out.get("subtype")
+    return f"is_error {out.get('is_error')}, {out.get('num_turns')} turns: `{str(said)[:400]}`"
+
+
 def summary(runs: list[dict[str, Any]]) -> str:
     """What Claude Code sent and what it was told, per run, in Markdown."""
     lines = ["# Claude Code through the gateway", ""]
     for run in runs:
         lines += [f"## {run['name']} (policy {run['policy']})", ""]
-        lines.append(f"`claude -p` exit {run['exit']}; it printed: `{run['stdout'].strip()[:600]}`")
+        if run["env"]:
+            lines += [f"With {', '.join(f'{k}={v}' for k, v in run['env'].items())}.", ""]
+        lines.append(f"`claude -p` exit {run['exit']}; it printed: {_printed(run['stdout'])}")
         if run["stderr"].strip():
             lines.append(f"(stderr: `{run['stderr'].strip()[:600]}`)")
         lines += ["", "| # | request | status | told |", "|---|---|---|---|"]
@@ -209,7 +248,10 @@ def summary(runs: list[dict[str, Any]]) -> str:
                 told = (
                     answer["error"]["message"][:200]
                     if answer["error"]
-                    else (f"{len(answer['events'])} events: {answer['text'][:80]!r}")
+                    else (
+                        f"{len(answer['events'])} events, blocks {', '.join(answer['blocks'])}, "
+                        f"stop_reason {answer['stop']}: {answer['text'][:60]!r}"
+                    )
                 )
             elif isinstance(answer, dict) and answer.get("type") == "message":
                 told = f"a message: {[b.get('type') for b in answer.get('content', [])]}"
@@ -232,13 +274,22 @@ async def main(argv: list[str]) -> int:
     parser.add_argument("--out", type=Path, required=True, help="where the records go")
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
+    tools = tools_policy(args.out)
     runs = [
-        await one_run("tool-mode", args.claude, tools_policy(args.out), args.out),
+        await one_run("tool-mode", args.claude, tools, args.out),
         await one_run("plain-ft-serve", args.claude, POLICY, args.out),
+        # Claude Code's escape hatch: no experimental betas, nor the tool fields they bring.
+        await one_run(
+            "tool-mode-no-betas",
+            args.claude,
+            tools,
+            args.out,
+            {"CLAUDE_CODE_DISABLE_EXPERIMENTAL_BETAS": "1"},
+        ),
     ]
     (args.out / "summary.md").write_text(summary(runs))
     print(summary(runs))
-    tool_mode, plain = runs
+    tool_mode, plain, _ = runs
     answered = tool_mode["exit"] == 0 and any(
         e["path"] == "/v1/messages" and e.get("status") == 200 for e in tool_mode["exchanges"]
     )
