@@ -110,17 +110,7 @@ def _tool_result(block: dict[str, Any], where: str) -> dict[str, Any]:
         )
     content = block.get("content", "")
     if isinstance(content, list):
-        parts = []
-        for index, inner in enumerate(_blocks(content, f"{where}.content")):
-            at = f"{where}.content[{index}]"
-            if inner.get("type") != "text":
-                raise refuse(
-                    f"{at}.type",
-                    f"cannot be translated to chat completions ('{inner.get('type')}': a "
-                    "tool message carries text only).",
-                    code="unsupported_value",
-                )
-            parts.append(_text(inner, at))
+        parts = _text_parts(content, f"{where}.content", "a tool message")
         content = _chat_content(parts) if parts else ""
     elif not isinstance(content, str):
         raise InvalidRequest(
@@ -204,7 +194,9 @@ def _assistant(content: Any, where: str) -> dict[str, Any] | None:
     return message
 
 
-def _system(content: Any, where: str) -> list[dict[str, Any]]:
+def _text_parts(content: Any, where: str, what: str) -> list[dict[str, Any]]:
+    """Text blocks (or a string) as chat text parts; any other block is a 400, as
+    ``what`` takes text only."""
     parts = []
     for index, block in enumerate(_blocks(content, where)):
         at = f"{where}[{index}]" if isinstance(content, list) else where
@@ -212,13 +204,17 @@ def _system(content: Any, where: str) -> list[dict[str, Any]]:
             raise refuse(
                 f"{at}.type",
                 f"cannot be translated to chat completions ('{block.get('type')}'): "
-                "a system prompt takes text blocks only.",
+                f"{what} takes text blocks only.",
                 code="unsupported_value",
             )
-        text = _text(block, at)
-        if index == 0 and text["text"].startswith(ATTRIBUTION):
-            continue
-        parts.append(text)
+        parts.append(_text(block, at))
+    return parts
+
+
+def _system(content: Any, where: str) -> list[dict[str, Any]]:
+    parts = _text_parts(content, where, "a system prompt")
+    if parts and parts[0]["text"].startswith(ATTRIBUTION):
+        return parts[1:]
     return parts
 
 

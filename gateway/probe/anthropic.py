@@ -16,24 +16,18 @@ probe does not send.
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.probe.client import Answer, EngineClient
 from gateway.probe.fields import PROBED, Rule
 from gateway.probe.messages import SYSTEM_ROLE
+from gateway.probe.native import NativeProbe, describe, judged
 from gateway.probe.route import CHAT
 from gateway.probe.verdict import (
-    BROKEN,
     HONOURED,
-    IGNORED,
     INCONCLUSIVE,
     REFUSED_BECAUSE,
-    REJECTED,
-    Trial,
     Verdict,
-    trim,
     verdict_line,
 )
 from gateway.probe.yamltext import comment, entry_lines
@@ -56,24 +50,8 @@ _HINT: Rule = {"action": "strip", "type": "object"}
 _TOOLS_REFUSED = "Tool calling is not probed: refused until verified."
 
 
-@dataclass
-class MessagesProbe:
+class MessagesProbe(NativeProbe):
     """What the probe found on /v1/messages."""
-
-    native: bool
-    detail: str  # the plain request's answer, in words
-    verdicts: list[Verdict] = field(default_factory=list)
-
-    def verdict(self, name: str) -> Verdict | None:
-        return next((v for v in self.verdicts if v.field == name), None)
-
-
-def _describe(answer: Answer) -> str:
-    if answer.status is None:
-        return f"no answer: {answer.error}"
-    if not answer.ok:
-        return f"HTTP {answer.status}: {trim(answer.engine_message(), 100)}"
-    return f"HTTP {answer.status}"
 
 
 def _is_message(answer: Answer) -> bool:
@@ -93,15 +71,7 @@ def _text(answer: Answer) -> str:
 
 
 def _judged(name: str, answer: Answer, honoured: bool, what: str) -> Verdict:
-    sent = {k: v for k, v in answer.sent.items() if k not in ("messages", "model")}
-    trial = (Trial(json.dumps(sent)[:160], _describe(answer)),)
-    if answer.status is None or answer.status >= 500:
-        return Verdict(name, BROKEN, f"the engine failed on it ({_describe(answer)})", trial)
-    if not answer.ok:
-        return Verdict(name, REJECTED, f"the engine refused it ({_describe(answer)})", trial)
-    if honoured:
-        return Verdict(name, HONOURED, what, trial)
-    return Verdict(name, IGNORED, f"200 without the effect: {what} did not happen", trial)
+    return judged(name, answer, honoured, what, leave_out=("messages", "model"))
 
 
 def _stop_verdict(client: EngineClient, base: dict[str, Any], text: str) -> Verdict:
@@ -138,7 +108,7 @@ def probe_messages(client: EngineClient, *, model: str, extra: dict[str, Any]) -
     base = {"model": model, "max_tokens": MAX_TOKENS, "messages": messages, **extra}
     plain = client.post(MESSAGES, base | {"temperature": 0})
     if not _is_message(plain):
-        detail = _describe(plain) + ("" if not plain.ok else ", not a message object")
+        detail = describe(plain) + ("" if not plain.ok else ", not a message object")
         return MessagesProbe(False, detail)
     found = MessagesProbe(True, "HTTP 200, a message object")
     cut = client.post(MESSAGES, base | {"max_tokens": 1})

@@ -16,20 +16,15 @@ rejected either way, as in policies/ft-serve.yaml.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.probe.client import Answer, EngineClient
 from gateway.probe.fields import PROBED, Rule
+from gateway.probe.native import NativeProbe, describe, judged
 from gateway.probe.route import CHAT
 from gateway.probe.verdict import (
-    BROKEN,
     HONOURED,
-    IGNORED,
-    REJECTED,
-    Trial,
     Verdict,
-    trim,
     verdict_line,
 )
 from gateway.probe.yamltext import comment, entry_lines
@@ -99,24 +94,8 @@ _HINTS = ("prompt_cache_options", "access_programs")
 _BOOKKEEPING = sorted(GATEWAY_ONLY - _REFUSED.keys() - {"store", "previous_response_id", *_HINTS})
 
 
-@dataclass
-class ResponsesProbe:
+class ResponsesProbe(NativeProbe):
     """What the probe found on /v1/responses."""
-
-    native: bool
-    detail: str  # the plain request's answer, in words
-    verdicts: list[Verdict] = field(default_factory=list)
-
-    def verdict(self, name: str) -> Verdict | None:
-        return next((v for v in self.verdicts if v.field == name), None)
-
-
-def _describe(answer: Answer) -> str:
-    if answer.status is None:
-        return f"no answer: {answer.error}"
-    if not answer.ok:
-        return f"HTTP {answer.status}: {trim(answer.engine_message(), 100)}"
-    return f"HTTP {answer.status}"
 
 
 def _is_response(answer: Answer) -> bool:
@@ -133,19 +112,7 @@ def _text(body: Any) -> str:
 
 
 def _judged(name: str, answer: Answer, honoured: bool, what: str) -> Verdict:
-    trial = (
-        Trial(
-            json.dumps({k: answer.sent[k] for k in answer.sent if k != "input"})[:160],
-            _describe(answer),
-        ),
-    )
-    if answer.status is None or (answer.status or 0) >= 500:
-        return Verdict(name, BROKEN, f"the engine failed on it ({_describe(answer)})", trial)
-    if not answer.ok:
-        return Verdict(name, REJECTED, f"the engine refused it ({_describe(answer)})", trial)
-    if honoured:
-        return Verdict(name, HONOURED, what, trial)
-    return Verdict(name, IGNORED, f"200 without the effect: {what} did not happen", trial)
+    return judged(name, answer, honoured, what, leave_out=("input",))
 
 
 def probe_responses(client: EngineClient, *, model: str, extra: dict[str, Any]) -> ResponsesProbe:
@@ -154,7 +121,7 @@ def probe_responses(client: EngineClient, *, model: str, extra: dict[str, Any]) 
     plain = client.post(RESPONSES, base)
     if not _is_response(plain):
         return ResponsesProbe(
-            False, _describe(plain) + ("" if not plain.ok else ", not a response object")
+            False, describe(plain) + ("" if not plain.ok else ", not a response object")
         )
     found = ResponsesProbe(True, "HTTP 200, a response object")
     cut = client.post(RESPONSES, base | {"max_output_tokens": 1})

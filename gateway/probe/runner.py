@@ -19,6 +19,7 @@ from gateway.probe.context import (
     Probe,
     ProbeError,
 )
+from gateway.probe.native import NativeProbe
 from gateway.probe.progress import Progress
 from gateway.probe.responses import REQUESTS, RESPONSES, ResponsesProbe, probe_responses
 from gateway.probe.route import CHAT, ProbeRoute
@@ -71,6 +72,14 @@ CHECKS: tuple[Check, ...] = (
     ),
     Check(messages.TOOL_MESSAGE, messages.check_tool_message, 3, chat_only=True),
 )
+
+
+# The routes an engine may serve itself, each probed on its own route: the result's
+# class, its prober, and the ProbeResult field it goes in.
+NATIVE_PROBES: dict[str, tuple[type[NativeProbe], Callable[..., NativeProbe], str]] = {
+    RESPONSES: (ResponsesProbe, probe_responses, "responses"),
+    MESSAGES: (MessagesProbe, probe_messages, "messages"),
+}
 
 
 def checks_for(route: str) -> list[Check]:
@@ -142,19 +151,14 @@ def probe_engine(
 
     gave_up = False
     for path in routes:
-        if path == RESPONSES:
+        if path in NATIVE_PROBES:
+            kind, prober, slot = NATIVE_PROBES[path]
             show(f"{path} native")
             try:
-                result.responses = probe_responses(client, model=model, extra=result.extra)
+                native = prober(client, model=model, extra=result.extra)
             except BudgetSpent as exc:
-                result.responses = ResponsesProbe(False, f"not measured: {exc}")
-            continue
-        if path == MESSAGES:
-            show(f"{path} native")
-            try:
-                result.messages = probe_messages(client, model=model, extra=result.extra)
-            except BudgetSpent as exc:
-                result.messages = MessagesProbe(False, f"not measured: {exc}")
+                native = kind(False, f"not measured: {exc}")
+            setattr(result, slot, native)
             continue
         if path in vectors.PROBES:
             show(path)

@@ -11,17 +11,17 @@ from typing import Any
 import httpx
 import pytest
 
-from gateway.app.factory import create_app
-from gateway.observe.exchange import Observers
 from tests.support.anthropic import (
     ANTHROPIC_VERSION,
     COUNT_PATH,
     MESSAGES_PATH,
     anthropic_error,
+    anthropic_event,
     anthropic_events,
     messages_request,
+    post_through,
 )
-from tests.support.gateways import MockEngine, Recorder, asgi_client, gateway_settings
+from tests.support.gateways import MockEngine, Recorder
 
 pytestmark = pytest.mark.anyio
 NATIVE: dict[tuple[str, ...], Any] = {("upstream", "messages"): "native"}
@@ -39,12 +39,8 @@ LLAMA = {
 }
 
 
-def event(kind: str, **data: Any) -> bytes:
-    return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n".encode()
-
-
 STREAM = [
-    event(
+    anthropic_event(
         "message_start",
         message={
             **LLAMA,
@@ -54,26 +50,24 @@ STREAM = [
             "usage": {"input_tokens": 9, "output_tokens": 0},
         },
     ),
-    event("ping"),
-    event("content_block_start", index=0, content_block={"type": "text", "text": ""}),
-    event("content_block_delta", index=0, delta={"type": "text_delta", "text": "one two "}),
-    event("content_block_stop", index=0),
-    event(
+    anthropic_event("ping"),
+    anthropic_event("content_block_start", index=0, content_block={"type": "text", "text": ""}),
+    anthropic_event(
+        "content_block_delta", index=0, delta={"type": "text_delta", "text": "one two "}
+    ),
+    anthropic_event("content_block_stop", index=0),
+    anthropic_event(
         "message_delta",
         delta={"stop_reason": "end_turn", "stop_sequence": "END"},
         usage={"output_tokens": 3},
     ),
-    event("message_stop"),
+    anthropic_event("message_stop"),
 ]
 
 
 async def call(path: str, body: Any, handler: Any) -> tuple[httpx.Response, MockEngine, Recorder]:
     engine = MockEngine(handler)
-    app = create_app(gateway_settings(overrides=NATIVE), transport=engine.transport)
-    recorder = Recorder()
-    app.state.gateway.observer = Observers(app.state.gateway.observer, recorder)
-    async with asgi_client(app) as client:
-        response = await client.post(path, json=body, headers=HEADERS)
+    response, recorder = await post_through(path, body, engine, headers=HEADERS, overrides=NATIVE)
     return response, engine, recorder
 
 
@@ -110,7 +104,7 @@ async def test_an_answer_with_nothing_to_mend_is_the_engines_own_bytes() -> None
 
 
 async def test_a_stream_is_relayed_event_by_event_and_mended() -> None:
-    body = b"".join(STREAM) + b"data: [DONE]\n\n"  # an older vLLM's end, not passed on
+    body = "".join(STREAM).encode() + b"data: [DONE]\n\n"  # an older vLLM's end, not passed on
     response, _, recorder = await call(
         MESSAGES_PATH,
         messages_request(stream=True),
@@ -132,8 +126,8 @@ async def test_a_stream_is_relayed_event_by_event_and_mended() -> None:
     assert usage is not None and (usage.prompt, usage.completion) == (9, 3)
 
 
-async def test_a_stream_cut_before_message_stop_ends_with_an_error_event() -> None:
-    body = b"".join(STREAM[:4])
+async def test_a_stream_cut_before_message_stop_ends_with_an_error_anthropic_event() -> None:
+    body = "".join(STREAM[:4]).encode()
     response, _, recorder = await call(
         MESSAGES_PATH,
         messages_request(stream=True),

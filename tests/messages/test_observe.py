@@ -15,7 +15,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from gateway.app.factory import create_app
 from gateway.observe.exchange import Observers
 from gateway.observe.logs import AccessLog
-from tests.support.anthropic import MESSAGES_PATH, messages_request
+from tests.support.anthropic import MESSAGES_PATH, anthropic_event, messages_request
 from tests.support.bodies import MODEL, completion
 from tests.support.gateways import MockEngine, asgi_client, gateway_settings
 from tests.support.metrics import Scrape
@@ -40,12 +40,8 @@ MESSAGE = {
 }
 
 
-def event(kind: str, **data: Any) -> str:
-    return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n"
-
-
 NATIVE_STREAM = (
-    event(
+    anthropic_event(
         "message_start",
         message={
             **MESSAGE,
@@ -54,15 +50,15 @@ NATIVE_STREAM = (
             "usage": {"input_tokens": 3, "cache_read_input_tokens": 2, "output_tokens": 0},
         },
     )
-    + event("content_block_start", index=0, content_block={"type": "text", "text": ""})
-    + event("content_block_delta", index=0, delta={"type": "text_delta", "text": "Hi"})
-    + event("content_block_stop", index=0)
-    + event(
+    + anthropic_event("content_block_start", index=0, content_block={"type": "text", "text": ""})
+    + anthropic_event("content_block_delta", index=0, delta={"type": "text_delta", "text": "Hi"})
+    + anthropic_event("content_block_stop", index=0)
+    + anthropic_event(
         "message_delta",
         delta={"stop_reason": "end_turn", "stop_sequence": None},
         usage={"output_tokens": 2},
     )
-    + event("message_stop")
+    + anthropic_event("message_stop")
 )
 
 

@@ -14,7 +14,6 @@ import httpx
 import pytest
 
 from gateway.app.factory import create_app
-from gateway.observe.exchange import Observers
 from tests.support.anthropic import (
     ANTHROPIC_VERSION,
     COUNT_PATH,
@@ -22,6 +21,7 @@ from tests.support.anthropic import (
     anthropic_error,
     anthropic_events,
     messages_request,
+    post_through,
 )
 from tests.support.bodies import CHAT, MODEL, completion, sse
 from tests.support.gateways import MockEngine, Recorder, asgi_client, gateway_settings
@@ -45,11 +45,9 @@ async def post(
     overrides: dict[tuple[str, ...], Any] | None = None,
 ) -> tuple[httpx.Response, MockEngine, Recorder]:
     engine = engine or MockEngine()
-    app = create_app(gateway_settings(overrides=overrides), transport=engine.transport)
-    recorder = Recorder()
-    app.state.gateway.observer = Observers(app.state.gateway.observer, recorder)
-    async with asgi_client(app) as client:
-        response = await client.post(path, json=body, headers=CLAUDE_CODE)
+    response, recorder = await post_through(
+        path, body, engine, headers=CLAUDE_CODE, overrides=overrides
+    )
     return response, engine, recorder
 
 

@@ -10,7 +10,10 @@ from typing import Any
 import httpx
 import yaml
 
+from gateway.app.factory import create_app
+from gateway.observe.exchange import Observers
 from tests.support.bodies import MODEL, sse_events
+from tests.support.gateways import MockEngine, Recorder, asgi_client, gateway_settings
 from tests.support.paths import POLICY
 
 MESSAGES_PATH = "/v1/messages"
@@ -51,6 +54,11 @@ def anthropic_events(body: str | bytes) -> list[tuple[str, dict[str, Any]]]:
         assert data["type"] == lines[0][7:], event
         events.append((lines[0][7:], data))
     return events
+
+
+def anthropic_event(kind: str, **data: Any) -> str:
+    """One Messages API event as an engine that serves it natively sends it."""
+    return f"event: {kind}\ndata: {json.dumps({'type': kind, **data})}\n\n"
 
 
 def squeezed(names: Sequence[str]) -> list[str]:
@@ -97,3 +105,21 @@ def tools_policy(directory: Path) -> Path:
     path = directory / "messages-tools.yaml"
     path.write_text(yaml.safe_dump(policy, sort_keys=False))
     return path
+
+
+async def post_through(
+    path: str,
+    body: Any,
+    engine: MockEngine,
+    *,
+    headers: dict[str, str],
+    overrides: dict[tuple[str, ...], Any] | None = None,
+) -> tuple[httpx.Response, Recorder]:
+    """``body`` posted with ``headers`` to a gateway (default settings and ``overrides``)
+    in front of ``engine``, in process; the answer and what the gateway recorded."""
+    app = create_app(gateway_settings(overrides=overrides), transport=engine.transport)
+    recorder = Recorder()
+    app.state.gateway.observer = Observers(app.state.gateway.observer, recorder)
+    async with asgi_client(app) as client:
+        response = await client.post(path, json=body, headers=headers)
+    return response, recorder
