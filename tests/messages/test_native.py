@@ -15,6 +15,7 @@ from tests.support.anthropic import (
     ANTHROPIC_VERSION,
     COUNT_PATH,
     MESSAGES_PATH,
+    ONE_TEXT_BLOCK,
     anthropic_error,
     anthropic_event,
     anthropic_events,
@@ -111,15 +112,7 @@ async def test_a_stream_is_relayed_event_by_event_and_mended() -> None:
         lambda r: httpx.Response(200, content=body, headers={"content-type": "text/event-stream"}),
     )
     events = anthropic_events(response.content)
-    assert [n for n, _ in events] == [
-        "message_start",
-        "ping",
-        "content_block_start",
-        "content_block_delta",
-        "content_block_stop",
-        "message_delta",
-        "message_stop",
-    ]
+    assert [n for n, _ in events] == ONE_TEXT_BLOCK
     assert events[0][1]["message"]["id"].startswith("msg_01")
     assert events[5][1]["delta"] == {"stop_reason": "stop_sequence", "stop_sequence": "END"}
     usage = recorder.finished_exchanges[0].usage
