@@ -14,6 +14,8 @@ import httpx
 import pytest
 
 from gateway.app.factory import create_app
+from gateway.messages.call import MessagesCall
+from gateway.messages.route import TranslatedMessages
 from tests.support.anthropic import (
     ANTHROPIC_VERSION,
     COUNT_PATH,
@@ -241,3 +243,31 @@ async def test_a_shed_request_is_anthropics_529() -> None:
     assert held.status_code == 200, held.text
     anthropic_error(shed, 529, "overloaded_error")
     assert shed.headers["retry-after"]
+
+
+async def _no_send(message: Any) -> None:
+    raise AssertionError("nothing is sent while a request is prepared")
+
+
+@pytest.mark.parametrize(
+    ("fields", "source"),
+    [
+        ({"metadata": {"user_id": "user-1"}}, "prompt_cache_key"),  # Claude Code's session
+        ({"system": "Be brief."}, "content"),
+    ],
+)
+async def test_affinity_keys_by_the_user_or_the_conversation_the_engine_reads(
+    fields: dict[str, Any], source: str
+) -> None:
+    settings = gateway_settings(overrides={("upstream", "routing"): "affinity"})
+    state = create_app(settings, transport=MockEngine().transport).state.gateway
+    route = TranslatedMessages(state)
+    scope = {"headers": [], "method": "POST", "path": MESSAGES_PATH}
+    keys = []
+    for system in ("One system prompt.", "Another."):
+        call = MessagesCall(MESSAGES_PATH, scope, _no_send)
+        route.translate(call, messages_request(**fields) | {"system": system})
+        assert call.hint.source == source
+        keys.append(call.hint.key)
+    # The system prompt is the conversation's head: it keys the content, not the user.
+    assert (keys[0] == keys[1]) == (source == "prompt_cache_key")
