@@ -179,7 +179,8 @@ def run(args: argparse.Namespace) -> int:
             routed = find_model(settings.deployments, args.model)
             if routed is None:
                 sys.stdout.write(f"model {args.model}: no deployment serves it\n-> HTTP 404:\n")
-                sys.stdout.write(render(ModelNotFound(args.model)).decode() + "\n")
+                shape = error_shape(args.route or guess_route(raw))
+                sys.stdout.write(render(ModelNotFound(args.model), shape=shape).decode() + "\n")
                 return 1
             if not args.policy and routed[0].policy is not None:
                 path = routed[0].policy
