@@ -5,19 +5,20 @@ Native (the plain request answers a ``message``): ``max_tokens``, a stream in
 Anthropic's event sequence, ``stop_sequences`` (the text ends before the stop
 sequence, and the answer says so: ``stop_reason: "stop_sequence"`` with the
 sequence, or at least the sequence beside ``end_turn``, which the gateway mends
-exactly: messages/native.py), ``thinking`` (a thinking block comes back) and
-``count_tokens`` are measured on the engine's own routes, and the policy says
-``upstream.messages: native``. Not native (404, or no message): the gateway
-translates onto chat completions, so each sampling field follows the chat route's
-verdict, and stop sequences pass (the gateway matches them itself). Either way
-tool calling is refused until verified, as are images and documents, which the
-probe does not send.
+exactly: messages/native.py), ``thinking`` (adaptive: a thinking block comes back)
+and ``count_tokens`` (the whole prompt the answer's usage counts) are measured on
+the engine's own routes, and the policy says ``upstream.messages: native``. Not
+native (404, or no message): the gateway translates onto chat completions, so each
+sampling field follows the chat route's verdict, and stop sequences pass (the
+gateway matches them itself). Either way tool calling is refused until verified,
+as are images and documents, which the probe does not send.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from gateway.messages.native import anthropic_usage
 from gateway.probe.client import Answer, EngineClient
 from gateway.probe.fields import PROBED, Rule
 from gateway.probe.messages import SYSTEM_ROLE
@@ -126,17 +127,17 @@ def probe_messages(client: EngineClient, *, model: str, extra: dict[str, Any]) -
         _judged("stream", streamed, in_order, "an event stream from message_start to message_stop")
     )
     found.verdicts.append(_stop_verdict(client, base, _text(plain)))
-    thought = client.post(
-        MESSAGES,
-        base | {"max_tokens": 2048, "thinking": {"type": "enabled", "budget_tokens": 1024}},
-    )
+    # Adaptive: a thinking block if the engine thinks at all, within a short answer
+    # (enabled needs a budget of 1,024 below max_tokens: minutes on a small CPU engine).
+    thought = client.post(MESSAGES, base | {"max_tokens": 64, "thinking": {"type": "adaptive"}})
     found.verdicts.append(
         _judged("thinking", thought, bool(_blocks(thought, "thinking")), "a thinking block")
     )
     counted = client.post(COUNT_TOKENS, {"model": model, "messages": messages})
     count = counted.body.get("input_tokens") if isinstance(counted.body, dict) else None
-    plain_usage = plain.body.get("usage") if isinstance(plain.body, dict) else None
-    asked = plain_usage.get("input_tokens") if isinstance(plain_usage, dict) else None
+    # The whole prompt: Anthropic's input_tokens leave the cached tokens out.
+    plain_usage = anthropic_usage(plain.body.get("usage") if isinstance(plain.body, dict) else None)
+    asked = plain_usage.prompt if plain_usage is not None else None
     found.verdicts.append(
         _judged(
             "count_tokens",

@@ -73,7 +73,7 @@ def native_engine(*, llama: bool = False) -> Any:
             text, matched = text[: text.index(stop)], stop
             reason = "end_turn" if llama else "stop_sequence"
         content: list[dict[str, Any]] = [{"type": "text", "text": text}]
-        if body.get("thinking", {}).get("type") == "enabled" and not llama:
+        if body.get("thinking", {}).get("type") in ("enabled", "adaptive") and not llama:
             content.insert(0, {"type": "thinking", "thinking": "Hm.", "signature": "s"})
         answer = {
             "id": "chatcmpl-1" if llama else "msg_1",
@@ -83,7 +83,8 @@ def native_engine(*, llama: bool = False) -> Any:
             "content": content,
             "stop_reason": reason,
             "stop_sequence": matched,
-            "usage": {"input_tokens": 7, "output_tokens": len(words)},
+            # llama.cpp's server counts the cached prompt apart, as Anthropic does.
+            "usage": {"input_tokens": 3, "cache_read_input_tokens": 4, "output_tokens": len(words)},
         }
         if body.get("stream"):
             events: list[dict[str, Any]] = [

@@ -25,6 +25,7 @@ import yaml
 ROUTES = ("/v1/chat/completions", "/v1/completions")
 RESPONSES = "/v1/responses"
 MESSAGES = "/v1/messages"
+COUNT_TOKENS = "/v1/messages/count_tokens"
 # Routes the probe reports as a summary line and ``- **field**: verdict`` bullets.
 _NATIVE = (RESPONSES, MESSAGES)
 EMBEDDINGS = "/v1/embeddings"
@@ -141,6 +142,14 @@ def policy_does(policy: dict[str, Any], route: str, name: str) -> str:
         return f"only {names} (another: 400)"
     if route == EMBEDDINGS and name in ("input", "token_ids"):
         return _embeddings_input(fields.get("input"), name)
+    if route == MESSAGES and name == "count_tokens":
+        declared = COUNT_TOKENS in policy.get("routes", {})
+        return f"`{COUNT_TOKENS}` " + ("declared" if declared else "left out of the policy")
+    if route == MESSAGES and name == "thinking":
+        thinking = fields.get("thinking")
+        kinds = ["enabled", "adaptive", "disabled"]
+        refused = [k for k in kinds if (_select(thinking, k) or {}).get("action") == "reject"]
+        return f"400 for `{'`, `'.join(refused)}`" if refused else _describe(thinking)
     messages = fields.get("messages")
     if name == "(unknown role)":
         return _describe(_select(messages, None))
