@@ -76,8 +76,10 @@ def _judged(name: str, answer: Answer, honoured: bool, what: str) -> Verdict:
 
 
 def _stop_verdict(client: EngineClient, base: dict[str, Any], text: str) -> Verdict:
-    words = text.split()
-    if len(words) < 4:
+    # A word of letters: a small model's text may hold its template's markers
+    # (<|im_end|>), which engines treat as no ordinary stop string.
+    words = [w for w in text.split() if w.isalpha()]
+    if len(words) < 3:
         return Verdict("stop_sequences", INCONCLUSIVE, "the plain answer was too short to pick one")
     stop = words[len(words) // 2]
     answer = client.post(MESSAGES, base | {"stop_sequences": [stop], "temperature": 0})

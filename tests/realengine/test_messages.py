@@ -71,7 +71,7 @@ def check_stop_sequence(client: anthropic.Anthropic) -> None:
         model=MODEL_NAME, max_tokens=24, messages=ASK, extra_body={"temperature": 0}
     )
     text = "".join(b.text for b in free.content if isinstance(b, TextBlock))
-    words = text.split()
+    words = [w for w in text.split() if w.isalpha()]  # no template markers (<|im_end|>)
     if len(words) < 3:
         pytest.skip(f"the model's greedy answer is too short to cut: {text!r}")
     stop = words[len(words) // 2]
