@@ -11,14 +11,19 @@ ARG PIP_CERT
 ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_ROOT_USER_ACTION=ignore
 # The locked dependencies first, into a virtual environment without pip of its own
 # (pip runs from /opt/build): a change to the code reuses this stage and its layer.
-COPY deploy/image/requirements.lock deploy/image/build.lock /tmp/lock/
+# xds-protos (ft-gateway extproc's Envoy protos) goes into a directory of its own
+# (scripts/xds-protos says why).
+COPY deploy/image/requirements.lock deploy/image/build.lock deploy/image/xds-protos.lock \
+     scripts/xds-protos /tmp/lock/
 RUN python3 -m venv /opt/build \
  && /opt/build/bin/pip install --require-hashes -r /tmp/lock/build.lock \
  && python3 -m venv --without-pip /opt/ft-gateway \
  && /opt/build/bin/pip --python /opt/ft-gateway/bin/python install --require-hashes \
       --only-binary=:all: -r /tmp/lock/requirements.lock \
  && site=$(/opt/ft-gateway/bin/python -c 'import sysconfig; print(sysconfig.get_path("purelib"))') \
- && echo /opt/ft-gateway/app > "$site/ft-gateway-app.pth"
+ && echo /opt/ft-gateway/app > "$site/ft-gateway-app.pth" \
+ && LOCK=/tmp/lock/xds-protos.lock PIP="/opt/build/bin/pip --python /opt/ft-gateway/bin/python" \
+      bash /tmp/lock/xds-protos /opt/ft-gateway/bin/python
 
 FROM deps AS builder
 # Then the package, as a wheel, into /opt/ft-gateway/app (on the environment's path
@@ -53,8 +58,9 @@ ENV PATH=/opt/ft-gateway/app/bin:/opt/ft-gateway/bin:$PATH \
 # An empty working directory: nothing there for `import` to find before the package.
 WORKDIR /var/lib/ft-gateway
 USER 10001:10001
-# 8080: the API, /healthz, /readyz; 9090: /metrics (listen.metrics_port in the config).
-EXPOSE 8080 9090
+# 8080: the API, /healthz, /readyz; 9090: /metrics (listen.metrics_port in the config);
+# 9002: ft-gateway extproc's gRPC (extproc.port).
+EXPOSE 8080 9090 9002
 # On SIGTERM the gateway drains for server.drain_timeout (30 s): stop it with a longer
 # time-out (`podman stop -t 40`, `docker stop -t 40`); a runtime's default 10 s kills it.
 STOPSIGNAL SIGTERM

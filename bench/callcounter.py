@@ -74,7 +74,7 @@ ANTHROPIC = {
 # A retrieval batch: 16 passages of a few sentences. The engine answers 64 floats each
 # (about 20 KB, under one loopback segment: it arrives in one read, so the counts do not
 # depend on how a loaded machine splits it; 1,536 each, 490 KB, came in a varying number
-# of reads); bench/request_cost.py asks for the full width.
+# of reads); the memory cost scenario (bench/cost/requests.py) asks for the full width.
 NARROW = ((b"x-fake-embeddings-width", b"64"),)
 PASSAGES = [f"{m['content']} (passage {i})" for i in range(4) for m in MESSAGES]
 

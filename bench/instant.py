@@ -1,6 +1,6 @@
 """An engine in this process: an UpstreamClient that answers every request at once, with
-no socket, so that a bench times only the gateway's side (bench/trace_cost.py) or only the
-balancer (bench/routing_cost.py).
+no socket, so that a bench times only the gateway's side (the tracing cost scenario) or only
+the balancer (the routing one).
 
 The answer is a chat completion already in memory, or, when the request body asks for a
 stream, three events, a usage chunk and ``[DONE]``.
@@ -61,6 +61,9 @@ class _Response:
 
     async def read(self, limit: int) -> bytes:
         return _ANSWER
+
+    def finish(self) -> None:
+        return None
 
     async def aclose(self) -> None:
         return None

@@ -1,5 +1,6 @@
 """Machine instructions per request, this tree beside another: a CPU figure a loaded machine
-does not move. ``python -m bench.instructions [--baseline DIR] [--kind KIND ...] [--number N]``
+does not move. ``python -m bench.instructions [--baseline DIR] [--kind KIND ...] [--number N]
+[--served] [--profile] [--top N]``
 
 bench/callcount.py counts the gateway's own Python work; this counts what the CPU
 executes for it, C included (the interpreter, orjson, uvloop, httptools, the
@@ -15,13 +16,18 @@ collection of the garbage collector): a few tenths of a percent.
 Instructions are not time (a cache miss costs more than an add), but on this
 interpreter they follow CPU time closely, and two trees compare the same on an idle
 machine and on a busy one. Each kind runs both trees at once (two processes).
+
+``--served`` counts ``ft-gateway serve`` itself instead (bench/served.py): the HTTP
+server's protocol and ASGI layer included, the requests sent over a socket.
+``--profile`` adds where the instructions go: each library's share (the interpreter,
+orjson, uvloop, httptools, libc: bench/callgrind.py) and the ``--top`` functions by
+their own instructions.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -31,12 +37,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from bench.callcounter import KINDS
+from bench.callgrind import Measured, by_library, dump_total, library
 from bench.inprocess import fake_engine
+from bench.served import measure_served
 from bench.table import format_number, markdown
 
 ROOT = Path(__file__).resolve().parent.parent
 BASELINE_ENV = "FT_BENCH_BASELINE"
-_TOTAL = re.compile(r"^(?:summary|totals):\s+(\d+)", re.MULTILINE)
 
 # The measured loop, run in the tree's own gateway (as callcounter does: the
 # checkout first on sys.path, bench/ from this one).
@@ -80,24 +87,28 @@ if not served:
 """
 
 
-def loop_total(dumps: Sequence[Path]) -> int:
-    """The instructions of the measured loop: those of the dump callgrind wrote at the
-    second ``os.getppid()`` (its files are ``out.1``, ``out.2``, ... in order)."""
+def loop_dump(dumps: Sequence[Path]) -> Path:
+    """The dump of the measured loop: the one callgrind wrote at the second
+    ``os.getppid()`` (its files are ``out.1``, ``out.2``, ... in order)."""
     numbered = sorted((p for p in dumps if p.suffix[1:].isdigit()), key=lambda p: int(p.suffix[1:]))
     if len(numbered) < 2:
         raise SystemExit("callgrind wrote no dump for the measured loop")
-    found = _TOTAL.search(numbered[1].read_text())
-    if found is None:
-        raise SystemExit(f"no total in {numbered[1]}")
-    return int(found.group(1))
+    return numbered[1]
+
+
+def loop_total(dumps: Sequence[Path]) -> int:
+    """The instructions of the measured loop (``loop_dump``'s total)."""
+    return dump_total(loop_dump(dumps))
 
 
 NOT_SERVED = 3  # the exit status of a loop whose checkout has no route for the kind
 
 
-def measure(tree: Path, kind: str, number: int, url: str) -> int | None:
-    """Instructions per request of ``kind`` through the checkout at ``tree`` (None: it
-    has no such route, an older one)."""
+def measure(
+    tree: Path, kind: str, number: int, url: str, *, profile: bool = False
+) -> Measured | None:
+    """Instructions per request of ``kind`` through the checkout at ``tree``, and with
+    ``profile`` each function's (None: it has no such route, an older one)."""
     with tempfile.TemporaryDirectory() as work:
         out = Path(work) / "callgrind.out"
         argv = [
@@ -120,10 +131,25 @@ def measure(tree: Path, kind: str, number: int, url: str) -> int | None:
             return None
         if done.returncode != 0:
             raise SystemExit(f"measuring {tree} ({kind}) failed:\n{done.stderr[-3000:]}")
-        return loop_total(list(Path(work).glob("callgrind.out.*"))) // number
+        dump = loop_dump(list(Path(work).glob("callgrind.out.*")))
+        return Measured.of(dump, number, profile=profile)
+
+
+def profile_tables(measured: Measured, *, top: int) -> str:
+    """Where one kind's instructions per request go: by library, then by function."""
+    costs = measured.costs or {}
+    total = sum(costs.values()) or 1.0
+    rows = [["library", "instructions/request", "share"]]
+    for name, cost in by_library(costs).items():
+        rows.append([name, f"{cost:,.0f}", f"{cost / total:.1%}"])
+    functions = [["function (own instructions)", "library", "instructions/request", "share"]]
+    for (obj, function), own in sorted(costs.items(), key=lambda item: -item[1])[:top]:
+        functions.append([function, library(obj), f"{own:,.0f}", f"{own / total:.1%}"])
+    return markdown(rows) + "\n\n" + markdown(functions, left=2)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Measure each kind in each tree and print the table (and the profiles)."""
     parser = argparse.ArgumentParser(
         prog="python -m bench.instructions",
         description=__doc__,
@@ -133,16 +159,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--kind", action="append", choices=names, help="default: every kind")
     parser.add_argument("--number", type=int, default=100, help="requests in the measured loop")
     parser.add_argument("--baseline", type=Path, default=os.environ.get(BASELINE_ENV) or None)
+    parser.add_argument("--served", action="store_true", help="count ft-gateway serve itself")
+    parser.add_argument("--profile", action="store_true", help="by library and by function")
+    parser.add_argument("--top", type=int, default=25, help="--profile: functions shown")
     args = parser.parse_args(argv)
     if shutil.which("valgrind") is None:
         raise SystemExit("valgrind is not installed (Debian: apt-get install valgrind)")
     kinds = args.kind or names
     trees = [("this tree", ROOT)] + ([(str(args.baseline), args.baseline)] if args.baseline else [])
-    figures: dict[tuple[str, str], int | None] = {}
+    count = measure_served if args.served else measure
+    figures: dict[tuple[str, str], Measured | None] = {}
     with fake_engine() as url, ThreadPoolExecutor(len(trees)) as pool:
         for kind in kinds:
             jobs = {
-                name: pool.submit(measure, tree, kind, args.number, url) for name, tree in trees
+                name: pool.submit(count, tree, kind, args.number, url, profile=args.profile)
+                for name, tree in trees
             }
             for name, job in jobs.items():
                 figures[(name, kind)] = job.result()
@@ -152,13 +183,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     rows = [header]
     for kind in kinds:
         values = [figures[(name, kind)] for name, _ in trees]
-        row = [kind, *("-" if v is None else f"{v:,}" for v in values)]
-        if len(values) == 2:
-            new, old = values
+        counts = [None if v is None else v.per_request for v in values]
+        row = [kind, *("-" if v is None else f"{v:,}" for v in counts)]
+        if len(counts) == 2:
+            new, old = counts
             row.append(format_number(new / old) if new is not None and old else "-")
         rows.append(row)
-    print("instructions per request (callgrind), this tree beside the baseline:")
+    where = "ft-gateway serve, its server included" if args.served else "the app in process"
+    print(f"instructions per request (callgrind, {where}), this tree beside the baseline:")
     print(markdown(rows))
+    if args.profile:
+        for (name, kind), measured in figures.items():
+            if measured is not None:
+                print(f"\n{name}, {kind}: where the instructions go")
+                print(profile_tables(measured, top=args.top))
     return 0
 
 

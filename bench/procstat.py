@@ -115,6 +115,26 @@ def cpu_seconds_precise(pid: int, *, proc: Path = PROC) -> float:
     return total / 1e9
 
 
+def cpu_seconds_by_command(pid: int, *, proc: Path = PROC) -> dict[str, float]:
+    """:func:`cpu_seconds_precise` of ``pid``'s tree, by each process's command name
+    (``/proc/PID/comm``): what Envoy and its processor each spent, in one tree."""
+    totals: dict[str, float] = {}
+    for member in descendants(pid, proc=proc):
+        try:
+            name = (proc / str(member) / "comm").read_text().strip()
+            tasks = list((proc / str(member) / "task").iterdir())
+        except FileNotFoundError:
+            continue
+        spent = 0
+        for task in tasks:
+            try:
+                spent += parse_schedstat_ns((task / "schedstat").read_text())
+            except FileNotFoundError:
+                continue
+        totals[name] = totals.get(name, 0.0) + spent / 1e9
+    return totals
+
+
 def memory_kib(pid: int, key: str, *, proc: Path = PROC) -> int:
     """``key`` from /proc/PID/status (``VmRSS`` now, ``VmHWM`` peak) summed over the tree."""
     total = 0

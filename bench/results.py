@@ -17,7 +17,23 @@ from bench.stats import median
 
 Record = dict[str, float | int | str]
 
-REFERENCES = ("nginx", "naive")
+# The contenders others are divided by, in the table's column order: nginx for every
+# contender; the Rust routers and the naive proxy for the gateway's contenders and nginx.
+REFERENCES = ("nginx", "vllm-router", "smg", "naive")
+
+
+def ratio_pairs(contenders: list[str]) -> list[tuple[str, str]]:
+    """The (contender, reference) ratios a run's table gives."""
+    pairs = []
+    for reference in REFERENCES:
+        if reference not in contenders:
+            continue
+        for contender in contenders:
+            if contender == reference:
+                continue
+            if reference == "nginx" or contender == "nginx" or contender.startswith("gateway"):
+                pairs.append((contender, reference))
+    return pairs
 
 
 @dataclass
@@ -58,6 +74,7 @@ def summarize(records: list[Record], scenarios: list[Scenario], contenders: list
     by_key: dict[tuple[str, str], list[Record]] = defaultdict(list)
     for record in records:
         by_key[(str(record["scenario"]), str(record["contender"]))].append(record)
+    pairs = ratio_pairs(contenders)
     rows = []
     for scenario in scenarios:
         for metric in METRICS[scenario.kind]:
@@ -66,16 +83,15 @@ def summarize(records: list[Record], scenarios: list[Scenario], contenders: list
             for contender in contenders:
                 runs = by_key.get((scenario.name, contender), [])
                 values[contender] = median([_number(r, metric.key) for r in runs])
-                for reference in REFERENCES:
-                    if reference == contender or reference not in contenders:
-                        continue
-                    paired = {r["round"]: r for r in by_key.get((scenario.name, reference), [])}
-                    per_round = [
-                        _ratio(_number(r, metric.key), _number(paired[r["round"]], metric.key))
-                        for r in runs
-                        if r["round"] in paired
-                    ]
-                    ratios[(contender, reference)] = median(per_round)
+            for contender, reference in pairs:
+                runs = by_key.get((scenario.name, contender), [])
+                paired = {r["round"]: r for r in by_key.get((scenario.name, reference), [])}
+                per_round = [
+                    _ratio(_number(r, metric.key), _number(paired[r["round"]], metric.key))
+                    for r in runs
+                    if r["round"] in paired
+                ]
+                ratios[(contender, reference)] = median(per_round)
             if metric.key == "errors" and not any(
                 _number(r, "errors") > 0
                 for c in contenders

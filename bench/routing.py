@@ -17,7 +17,7 @@ requests over replicas (max/mean of the gateway's
 ``ft_gateway_replica_requests``) and of their load (max/mean of each replica's
 requests in flight, read from the gateway's metrics every 250 ms), and the
 gateway's CPU µs per request (those scrapes included, alike for both). Then
-the routing decision's own cost (bench/routing_cost.py).
+the routing decision's own cost (the ``routing`` cost scenario, bench/cost/routing.py).
 """
 
 from __future__ import annotations
@@ -27,18 +27,18 @@ import asyncio
 import contextlib
 import math
 import os
-import socket
-import subprocess
 import sys
 import time
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
 
+from bench.cost.runner import report
+from bench.ports import free_port
+from bench.processes import processes, until_ok
 from bench.procstat import cpu_seconds
-from bench.routing_cost import cost_table, decision_costs, request_costs
 from bench.routing_load import MULTI_TURN, SKEWED, Outcome, Shape, run_workload
 from bench.stats import percentile
 from bench.table import format_number, markdown
@@ -62,51 +62,13 @@ class Result:
     gateway_cpu: float
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-        return port
-
-
-async def _until_ok(url: str, what: str) -> None:
-    deadline = time.monotonic() + 60
-    async with httpx.AsyncClient(timeout=2) as client:
-        while True:
-            with contextlib.suppress(httpx.HTTPError):
-                if (await client.get(url)).status_code == 200:
-                    return
-            if time.monotonic() > deadline:
-                raise SystemExit(f"{what} did not start")
-            await asyncio.sleep(0.05)
-
-
-@contextlib.contextmanager
-def _processes(commands: list[tuple[list[str], dict[str, str]]]) -> Iterator[list[int]]:
-    procs = [
-        subprocess.Popen(c, env=e, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for c, e in commands
-    ]
-    try:
-        yield [p.pid for p in procs]
-    finally:
-        for p in procs:
-            p.terminate()
-        for p in procs:
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-
-
 @contextlib.asynccontextmanager
 async def fleet(
     policy: str, *, replicas: int, prefill_ms: float, cache_blocks: int
 ) -> AsyncIterator[tuple[str, int]]:
     """Fresh engines and a gateway routing by ``policy``; yields (gateway URL, its pid)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FT_GATEWAY_")}
-    ports = [_free_port() for _ in range(replicas)]
+    ports = [free_port() for _ in range(replicas)]
     engines = [
         (
             [
@@ -120,7 +82,7 @@ async def fleet(
         for port in ports
     ]  # fmt: skip
     urls = ",".join(f"http://127.0.0.1:{port}" for port in ports)
-    port = _free_port()
+    port = free_port()
     gateway_env = {
         **env,
         "FT_GATEWAY_UPSTREAM__ROUTING": policy.partition(":")[0],
@@ -132,12 +94,12 @@ async def fleet(
         sys.executable, "-m", "gateway", "serve", "--upstream", urls, "--port", str(port),
         "--workers", "1", "--log-level", "warning",
     ]  # fmt: skip
-    with _processes(engines):
+    with processes(engines):
         for engine_port in ports:
-            await _until_ok(f"http://127.0.0.1:{engine_port}/health", "an engine")
-        with _processes([(gateway, gateway_env)]) as (pid,):
+            await until_ok(f"http://127.0.0.1:{engine_port}/health", "an engine")
+        with processes([(gateway, gateway_env)]) as (pid,):
             url = f"http://127.0.0.1:{port}"
-            await _until_ok(f"{url}/readyz", "the gateway")
+            await until_ok(f"{url}/readyz", "the gateway")
             yield url, pid
 
 
@@ -291,10 +253,7 @@ def main(argv: list[str] | None = None) -> None:
     )
     print(result_table(results))
     print()
-    costs = decision_costs(number=20000, replicas=args.replicas)
-    costs |= asyncio.run(request_costs(number=20000, replicas=args.replicas))
-    print(f"Routing decision over {args.replicas} replicas:")
-    print(cost_table(costs))
+    print(report("routing", options={"replicas": args.replicas}))
     print(f"\n({time.monotonic() - started:.0f} s)")
 
 

@@ -33,7 +33,8 @@ from bench.table import format_table
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """The command line of ``scripts/bench``."""
     parser = argparse.ArgumentParser(
-        prog="scripts/bench", description="Benchmark the gateway against nginx and a naive proxy."
+        prog="scripts/bench",
+        description="The gateway beside nginx, Envoy, the Rust routers and a naive proxy.",
     )
     parser.add_argument("--rounds", type=int, default=3, help="repetitions (default 3)")
     parser.add_argument("--seconds", type=int, default=5, help="measured seconds per run")
@@ -41,7 +42,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--scenarios", help="comma list of names or prefixes, e.g. chat,paced")
     parser.add_argument(
         "--contenders",
-        help="comma list of direct,nginx,naive,gateway (also: gateway-httpx, gateway-aiohttp)",
+        help="comma list of direct,nginx,naive,envoy,vllm-router,smg,gateway (also: "
+        "envoy-extproc, gateway-baseline, gateway-httpx, gateway-aiohttp, gateway-httptools)",
     )
     parser.add_argument("--hold-streams", type=int, default=1000, help="streams held open")
     parser.add_argument(
@@ -106,6 +108,10 @@ def main(argv: list[str] | None = None) -> None:
     if not args.no_pin:
         os.sched_setaffinity(0, {LOAD_CPU})
     names = [c.name for c in contenders]
+    for contender in contenders:
+        if contender.prepare is not None:
+            print(f"bench: installing {contender.name} (once per machine)", file=sys.stderr)
+            contender.prepare()
     runs = sum(
         1 for s in scenarios for c in contenders if not (s.kind == "hold" and c.command is None)
     )

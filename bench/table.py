@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from bench.results import Row
+from bench.results import REFERENCES, Row
 
 
 def format_number(value: float) -> str:
@@ -25,7 +25,7 @@ def format_table(rows: list[Row], contenders: list[str]) -> str:
     """One line per row: the figure for each contender, then each ratio column."""
     ratio_columns = sorted(
         {key for row in rows for key in row.ratios},
-        key=lambda k: (k[1] != "nginx", k[1], _order(k[0], contenders)),
+        key=lambda k: (_order(k[1], list(REFERENCES)), k[1], _order(k[0], contenders)),
     )
     header = ["scenario", "figure", *contenders, *(f"{c}/{r}" for c, r in ratio_columns)]
     lines = [header]

@@ -12,7 +12,8 @@ from typing import Any
 
 from gateway import __version__
 from gateway.app.factory import create_app
-from gateway.commands import cases, check, diff, explain, reload, schema
+from gateway.commands import batches, cases, check, diff, explain, reload, schema
+from gateway.extproc import command as extproc_command
 from gateway.observe.logs import setup_logging
 from gateway.observe.startup import startup_record
 from gateway.probe import command as probe_command
@@ -51,6 +52,19 @@ def _add_serve(sub: Any) -> None:
         "--workers",
         type=int,
         help="worker processes on the one port (default: the CPUs this process may use)",
+    )
+
+
+def _add_extproc(sub: Any) -> None:
+    extproc_command.add_arguments(
+        sub.add_parser(
+            "extproc",
+            help="run the policy as an Envoy external processor (gRPC ext_proc)",
+            description="The config's policy, route table and fleet, answering Envoy's "
+            "ext_proc streams on extproc.port, with the gRPC health protocol there and "
+            "/metrics on listen.metrics_port (else listen.port). Exit 2 if the files are "
+            "invalid or the config asks for what a processor cannot do.",
+        )
     )
 
 
@@ -123,9 +137,21 @@ def _add_policy_commands(sub: Any) -> None:
             "reload",
             help="reload the running gateway's policy, API keys and limits; wait for the result",
             description="Signal the gateway that holds the pidfile (server.pidfile, else "
-            "ft-gateway-PORT.pid in $XDG_RUNTIME_DIR or the temporary directory) and wait "
-            "for every worker's result. Exit 0 if reloaded, 1 if refused (nothing changed; "
+            "ft-gateway-PORT.pid in $XDG_RUNTIME_DIR/ft-gateway or the state directory) and "
+            "wait for every worker's result. Exit 0 if reloaded, 1 if refused (nothing changed; "
             "the reasons are printed), 2 if no gateway answered.",
+        )
+    )
+
+
+def _add_batches(sub: Any) -> None:
+    batches.add_arguments(
+        sub.add_parser(
+            "batches",
+            help="list or cancel the Batch API's batches (docs/batches.md)",
+            description="Read the batch store the config names (no gateway needs to run). "
+            "Exit 0 done, 1 no such batch or one that has ended, 2 the config or store "
+            "cannot be read.",
         )
     )
 
@@ -189,10 +215,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--version", action="version", version=f"ft-gateway {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_serve(sub)
+    _add_extproc(sub)
     _add_probe(sub)
     _add_policy_commands(sub)
+    _add_batches(sub)
     commands: dict[str, Command] = {
         "serve": serve,
+        "extproc": extproc_command.run,
         "probe": probe_command.run,
         "check": check.run,
         "explain": explain.run,
@@ -200,6 +229,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "test": cases.run,
         "diff": diff.run,
         "reload": reload.run,
+        "batches": batches.run,
     }
     args = parser.parse_args(argv)
     return commands[args.command](args)

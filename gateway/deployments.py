@@ -3,22 +3,28 @@ client, routing, queue) and a fleet's ``deployments`` (each with its upstream, p
 the model names it serves and aliases), ``model_access``, and the fleet's own checks.
 
 Plain data and pure checks (it imports no more of the gateway than the routing
-settings), so the settings, ``check`` and the fleet's runtime (gateway/fleet/) all
-read it. Empty ``deployments`` (the default) is the single deployment of today: the
-top-level ``upstream`` and ``policy``, serving any model name (the engine decides).
+settings and the errors), so the settings, ``check``, the fleet's runtime
+(gateway/fleet/) and the external processor (gateway/extproc/) all read it: the
+table from each client-facing name to its deployment (``placements``) is made here.
+Empty ``deployments`` (the default) is the single deployment: the top-level
+``upstream`` and ``policy``, serving the names ``upstream.models`` lists or, unset, those
+its engine lists (gateway/fleet/served.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from gateway.errors import GatewayError, InvalidRequest, ModelNotFound
 from gateway.routing.config import Affinity, Dns, Queue
 
 URL_PATTERN = r"^https?://[^/]+"
+_Row = TypeVar("_Row")
 
 
 def _url_list(value: Any) -> Any:
@@ -88,6 +94,14 @@ class Upstream(BaseModel):
     )
     queue: Queue = Field(default_factory=Queue)
     dns: Dns | None = Field(default=None, description="replicas from a DNS name (instead of urls)")
+    models: list[Annotated[str, Field(min_length=1)]] | None = Field(
+        default=None,
+        min_length=1,
+        description="one deployment: the model names clients may ask for (any other is the "
+        "404 of an unknown model, and GET /v1/models lists these). Unset: the names the "
+        "engine's own GET /v1/models lists, read at the first request (docs/fleet.md). "
+        "A fleet's deployment gives its models beside its upstream instead",
+    )
 
     @model_validator(mode="before")
     @classmethod
@@ -168,6 +182,12 @@ class Deployment(BaseModel):
     )
     owned_by: str = Field(default="ft-gateway", description="owned_by in GET /v1/models")
 
+    @model_validator(mode="after")
+    def _models_here(self) -> Deployment:
+        if self.upstream.models is not None:
+            raise ValueError("a deployment's model names are its 'models', not upstream.models")
+        return self
+
     def names(self) -> Iterator[str]:
         """Every name a client may ask this deployment by (served, then aliases)."""
         yield from self.models
@@ -201,6 +221,52 @@ def find_model(deployments: Sequence[Deployment], name: str) -> tuple[Deployment
         if alias is not None:
             return deployment, alias.to
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Where one client-facing model name goes: its deployment and the name its engine
+    gets (the fleet table's row, before any pool is opened)."""
+
+    deployment: Deployment
+    served: str
+    alias: bool = False  # the client's name is rewritten to ``served``
+    hidden: bool = False  # an alias left out of GET /v1/models
+
+
+def placements(deployments: Sequence[Deployment]) -> dict[str, Placement]:
+    """The fleet table: every name a client may ask by (served names at their primary
+    deployment, then aliases) with its Placement."""
+    table = {model: Placement(d, model) for model, d in primaries(deployments).items()}
+    for deployment in deployments:
+        for name, alias in deployment.aliases.items():
+            table[name] = Placement(deployment, alias.to, alias=True, hidden=alias.hidden)
+    return table
+
+
+def place(table: Mapping[str, _Row], model: object) -> _Row:
+    """``model``'s row of a fleet table; the 400 of a missing or non-string model, the
+    404 of a name no deployment serves."""
+    found = table.get(model) if isinstance(model, str) else None
+    if found is not None:
+        return found
+    raise unplaced(model)
+
+
+def unplaced(model: object) -> GatewayError:
+    """The error of a model a fleet cannot place: missing (400), not a string (400),
+    served by no deployment (404)."""
+    if model is None:
+        return InvalidRequest(
+            "Missing required parameter: 'model'.",
+            param="model",
+            code="missing_required_parameter",
+        )
+    if not isinstance(model, str):
+        return InvalidRequest(
+            "Invalid type for 'model': expected a string.", param="model", code="invalid_type"
+        )
+    return ModelNotFound(model)
 
 
 def _standby(deployments: Sequence[Deployment], one: str, other: str) -> bool:

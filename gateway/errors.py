@@ -10,6 +10,7 @@
     │   └── ModelNotFound             404  model_not_found  (param model)
     ├── MethodNotAllowed              405  invalid_request_error / method_not_allowed
     ├── RateLimited                   429  requests|tokens / rate_limit_exceeded  (Retry-After)
+    ├── QuotaExceeded                 429  insufficient_quota  (x-should-retry: false)
     ├── LimiterUnavailable            503  server_error / rate_limiter_unavailable
     ├── ShuttingDown                  503  server_error / shutting_down  (Retry-After)
     ├── StoreUnavailable              503  server_error / store_unavailable
@@ -18,7 +19,8 @@
         ├── UpstreamUnreachable       502  upstream_unreachable
         ├── UpstreamTimeout           504  upstream_timeout
         ├── UpstreamUnavailable       503  upstream_unavailable  (Retry-After)
-        └── UpstreamProtocolError     502  upstream_protocol_error
+        ├── UpstreamProtocolError     502  upstream_protocol_error
+        └── AnswerViolation           502  answer_violates_schema | _tool_choice | ... (param)
 
 Every class knows its HTTP status and OpenAI ``type``/``code``; ``render``
 turns any of them into bytes in an API's error shape (``ErrorShape``: OpenAI's
@@ -211,6 +213,15 @@ class ShuttingDown(GatewayError):
     default_code = "shutting_down"
 
 
+class QuotaExceeded(GatewayError):
+    """A key's stored responses fill its share of the response store (store.max_bytes_per_key):
+    OpenAI's 429 for a spent quota, which waiting a moment does not cure."""
+
+    status = 429
+    type = "insufficient_quota"
+    default_code = "insufficient_quota"
+
+
 class StoreUnavailable(GatewayError):
     """The response store (Redis, SQLite) failed: a stored conversation cannot be read
     or written, and answering as if it could would lose it without a word."""
@@ -260,3 +271,27 @@ class UpstreamProtocolError(UpstreamError):
     """The engine answered something that is not valid HTTP/SSE/JSON where it must be."""
 
     default_code = "upstream_protocol_error"
+
+
+class AnswerViolation(UpstreamError):
+    """The engine's answer broke what the request asked for (its schema, its tool choice,
+    one call only): ``param`` is the path in the answer, ``check`` the policy's answer
+    check that found it, ``keyword`` the JSON-Schema keyword broken (if one was),
+    ``enforced`` False where the check only reports."""
+
+    default_code = "answer_violates_schema"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        param: str,
+        code: str,
+        check: str,
+        keyword: str | None = None,
+        enforced: bool = True,
+    ) -> None:
+        super().__init__(message, param=param, code=code)
+        self.check = check
+        self.keyword = keyword
+        self.enforced = enforced

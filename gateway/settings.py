@@ -39,6 +39,7 @@ _FILE_PATHS: tuple[tuple[str, ...], ...] = (
     ("store", "path"),
     ("server", "pidfile"),
     ("capture", "path"),
+    ("batches", "directory"),
 )
 
 
@@ -80,6 +81,15 @@ class Limits(_Section):
         ge=1024,
         description="largest streamed engine answer; past it the stream ends with an error event",
     )
+    max_response_header_bytes: int = Field(
+        default=64 * 1024,
+        ge=1024,
+        description="an engine answer's status line and headers; more is a 502 "
+        "(upstream_header_too_large)",
+    )
+    max_response_headers: int = Field(
+        default=100, ge=8, description="header lines of an engine answer; more is a 502"
+    )
 
 
 class Server(_Section):
@@ -105,7 +115,8 @@ class Server(_Section):
     pidfile: Path | None = Field(
         default=None,
         description="where serve writes its pid for 'ft-gateway reload' (unset: "
-        "ft-gateway-PORT.pid in $XDG_RUNTIME_DIR, else the temporary directory)",
+        "ft-gateway-PORT.pid in $XDG_RUNTIME_DIR/ft-gateway, else the state directory, "
+        "$XDG_STATE_HOME/ft-gateway or ~/.local/state/ft-gateway)",
     )
 
 
@@ -185,8 +196,9 @@ class Capture(_Section):
     )
     redact_text: bool = Field(
         default=True,
-        description="replace message text (content, text, prompt, input, instructions...) "
-        "by as many 'x'; secret-looking strings are replaced whatever this says",
+        description="replace every string not listed as clear (the model, roles, types, "
+        "tool names, enumerated settings) by as many 'x'; secret-looking strings are "
+        "replaced whatever this says",
     )
 
 
@@ -209,6 +221,89 @@ class Store(_Section):
     )
     ttl: float = Field(default=30 * 86400, gt=0, description="seconds a response is kept")
     key_prefix: str = Field(default="ft-gateway:response:", description="redis: key prefix")
+    max_bytes_per_key: int | None = Field(
+        default=256 * 1024 * 1024,
+        ge=1,
+        description="the most bytes the responses of one API key (or one bearer token, "
+        "with keys off) may fill in the store; past it a request that would store one "
+        "more gets 429 insufficient_quota (store: false still passes). None: no bound",
+    )
+
+
+class ExtProc(_Section):
+    """``ft-gateway extproc``: the policy as an Envoy external processor (docs/envoy.md)."""
+
+    host: str = Field(default="127.0.0.1", description="the gRPC listen address")
+    port: int = Field(default=9002, ge=0, le=65535, description="the gRPC port (0: any free one)")
+    profile_header: str | None = Field(
+        default=None,
+        pattern=r"^[a-z0-9-]+$",
+        description="take the API-key profile from this request header, set by Envoy's own "
+        "authentication (Envoy must remove it from clients' requests); unset: from the "
+        "key Envoy forwards (auth.keys_file / keys_env), else none",
+    )
+    model_header: str = Field(
+        default="x-ft-gateway-model",
+        pattern=r"^[a-z0-9-]+$",
+        description="the header set to the model the engine gets, for Envoy to route by "
+        "(the route cache is cleared)",
+    )
+    deployment_header: str = Field(
+        default="x-ft-gateway-deployment",
+        pattern=r"^[a-z0-9-]+$",
+        description="with deployments: the header set to the deployment serving the model",
+    )
+    drain_timeout: float = Field(
+        default=5.0, ge=0, description="on SIGTERM: how long streams in flight may finish"
+    )
+
+
+class Batches(_Section):
+    """The Batch API: /v1/files and /v1/batches, and the runner of their lines."""
+
+    enabled: bool = Field(default=True, description="serve /v1/files and /v1/batches")
+    backend: Literal["sqlite", "redis"] = Field(
+        default="sqlite",
+        description="sqlite (files on disk and metadata in a SQLite file, in the state "
+        "directory: every worker of one host) or redis (files and metadata in Redis: every "
+        "worker and pod, one of which runs each batch)",
+    )
+    directory: Path | None = Field(
+        default=None,
+        description="sqlite: where files and batches.sqlite3 are kept (unset: batches/ in "
+        "$XDG_STATE_HOME/ft-gateway, else ~/.local/state/ft-gateway)",
+    )
+    url: str = Field(
+        default="redis://127.0.0.1:6379/0", pattern=r"^rediss?://", description="redis: server"
+    )
+    key_prefix: str = Field(default="ft-gateway:batch:", description="redis: key prefix")
+    concurrency: int = Field(
+        default=8, ge=1, description="a deployment's batch lines in flight at most (per runner)"
+    )
+    max_file_bytes: int = Field(
+        default=200 * 1024 * 1024, ge=1024, description="largest file uploaded"
+    )
+    max_lines: int = Field(default=50_000, ge=1, description="lines of one batch at most")
+    file_ttl: float = Field(
+        default=30 * 86400,
+        gt=0,
+        description="seconds a batch file is kept when its upload names no expires_after",
+    )
+    lease_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        description="a batch whose runner died is taken over after this long (live "
+        "runners renew their lease)",
+    )
+    poll_seconds: float = Field(
+        default=2.0, gt=0, description="how often a runner looks for batches to run or resume"
+    )
+    retry_seconds: float = Field(
+        default=1.0,
+        gt=0,
+        description="first wait before a line the engines could not take (503, 429) is sent "
+        "again; doubled each time, to 30 s at most",
+    )
 
 
 class Settings(_Section):
@@ -242,6 +337,8 @@ class Settings(_Section):
         description="API keys and profiles limited to some models (others get a 404)",
     )
     capture: Capture = Field(default_factory=Capture)
+    extproc: ExtProc = Field(default_factory=ExtProc)
+    batches: Batches = Field(default_factory=Batches)
     # Where these settings came from (the config file and the flags), so that a
     # reload can read the file again (gateway/limits/reload.py).
     _source: tuple[str | None, dict[tuple[str, ...], Any]] | None = PrivateAttr(default=None)

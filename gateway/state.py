@@ -26,10 +26,22 @@ class ModelsOfKeys(Protocol):
     def may_use(self, client: str | None, profile: str | None, model: str) -> bool: ...
 
 
+class ServedModels(Protocol):
+    """The names one deployment serves (gateway/fleet/served.py)."""
+
+    names: frozenset[str | None]  # pass without a call (None: no model named)
+
+    async def admit(self, model: str | None) -> None: ...
+
+
 class ModelRouting(Protocol):
     """What the endpoint asks of a request's model (gateway/fleet/router.py)."""
 
     def route(self, call: Any, body: dict[str, Any], content: str) -> Target | None: ...
+
+    def deployment_of(
+        self, client: str | None, profile: str | None, model: Any
+    ) -> Target | None: ...
 
 
 @dataclass
@@ -51,6 +63,8 @@ class GatewayState:
     models: ModelsOfKeys | None = None  # None: every key may use every model
     # Routes requests by model (fleet/router.py); None: one deployment, no key limited.
     router: ModelRouting | None = None
+    # The single deployment's served names; None: a fleet (its table refuses the others).
+    served: ServedModels | None = None
     capture: BodyCapture | None = None  # None: request bodies are not captured (the default)
     # system_fingerprint for engines that send none (policy/fingerprint.py).
     fingerprints: Fingerprints = field(init=False)

@@ -133,8 +133,10 @@ def create_app(
         return await _collect(request, start)
 
     async def models(request: Request) -> Response:
-        card = {"id": model_name, "object": "model", "created": 0, "owned_by": "refengine"}
-        return JSONResponse({"object": "list", "data": [card]})
+        # Every name it serves, as vLLM lists its own: a gateway in front refuses others.
+        names = (model_name, DEFAULT_EMBEDDING_MODEL, DEFAULT_RERANK_MODEL)
+        cards = [{"id": n, "object": "model", "created": 0, "owned_by": "refengine"} for n in names]
+        return JSONResponse({"object": "list", "data": cards})
 
     async def health(request: Request) -> Response:
         return Response(status_code=200)

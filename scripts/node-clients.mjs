@@ -2,7 +2,8 @@
 // line each; exits 1 if any fails. GATEWAY_URL is the gateway's base URL.
 import { writeFileSync } from "node:fs";
 import OpenAI from "openai";
-import { generateText, streamText } from "ai";
+import { generateObject, generateText, streamText } from "ai";
+import { z } from "zod";
 import { createOpenAI } from "@ai-sdk/openai";
 import Anthropic from "@anthropic-ai/sdk";
 import { createAnthropic } from "@ai-sdk/anthropic";
@@ -192,5 +193,32 @@ await check("ai streamText(anthropic(model))", async () => {
   must(chunks > 0 && usage.outputTokens > 0, "streamed text");
   return `${chunks} text chunks, ${usage.outputTokens} tokens`;
 });
+// generateObject against the structured gateway: the engine draws JSON from the schema;
+// a .max() (maxLength) the engine drops is refused at its path, on chat and Responses.
+const structured = createOpenAI({ baseURL: `${process.env.STRUCTURED_URL}/v1`, apiKey: "sk-node" });
+const cat = z.object({ name: z.string(), age: z.number().int() });
+const shortCat = z.object({ name: z.string().max(5), age: z.number().int() });
+for (const [kind, make, where] of [
+  ["chat", (m) => structured.chat(m), "response_format.json_schema.schema"],
+  ["responses", (m) => structured(m), "text.format.schema"],
+]) {
+  await check(`ai generateObject (${kind})`, async () => {
+    const { object } = await generateObject({ model: make(model), schema: cat, prompt, seed: 7, maxRetries: 0 });
+    must(typeof object.name === "string" && Number.isInteger(object.age), "a cat");
+    return JSON.stringify(object).slice(0, 60);
+  });
+  await check(`ai generateObject (${kind}), maxLength refused`, async () => {
+    try {
+      await generateObject({ model: make(model), schema: shortCat, prompt, maxRetries: 0 });
+    } catch (error) {
+      const body = JSON.parse(error.responseBody ?? "{}").error ?? {};
+      must(error.statusCode === 400, `a 400, got ${error.statusCode}`);
+      must(body.param === `${where}.properties.name.maxLength`, `the keyword's path, got ${body.param}`);
+      must(body.code === "unsupported_schema_keyword", "unsupported_schema_keyword");
+      return `400 ${body.param}`;
+    }
+    throw new Error("expected a 400");
+  });
+}
 
 process.exit(failed ? 1 : 0);

@@ -1,5 +1,6 @@
 """The package's plan holds: no import cycles, none hidden inside functions,
-each module of one concept (small), packages whose ``__init__`` is empty."""
+each module of one concept (small: the tests' modules too), packages whose
+``__init__`` is empty."""
 
 from __future__ import annotations
 
@@ -123,7 +124,7 @@ def _is_metadata(node: ast.Assign) -> bool:
     return bool(names) and all(n in ("__version__", "__all__") for n in names)
 
 
-@pytest.mark.parametrize("package", PACKAGES)
+@pytest.mark.parametrize("package", (*PACKAGES, "tests"))
 def test_modules_are_small(package: str) -> None:
     large = {
         name: lines

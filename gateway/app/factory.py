@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import importlib
 import logging
 import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING
 
 import httpx
 from prometheus_client import CollectorRegistry
@@ -24,19 +23,23 @@ from gateway.app.dispatch import DispatchingApp
 from gateway.app.health import Health
 from gateway.app.mount import make_route
 from gateway.app.reload import Reloader
-from gateway.app.reloadable import load_reloadable
+from gateway.app.reloadable import Reloadable, load_reloadable
+from gateway.batches.mount import BatchService
 from gateway.errors import GatewayError, MethodNotAllowed, NotFound, render
 from gateway.fleet.access import make_gate
 from gateway.fleet.engines import engine_dns, hinter_for, open_engines
 from gateway.fleet.models import ModelList
+from gateway.fleet.reload import fleet_changed
 from gateway.fleet.router import ModelRouter, needs_router
+from gateway.fleet.served import ServedNames
 from gateway.limits.limiter import make_limiter
 from gateway.messages.models import AnthropicModels, ByVersion
 from gateway.observe.capture import BodyCapture
-from gateway.observe.exchange import UNSERVED, Exchange, Observer, Observers, Tracer
-from gateway.observe.logs import AccessLog
+from gateway.observe.exchange import UNSERVED, Exchange
 from gateway.observe.metrics import Metrics
 from gateway.observe.metricsport import MetricsExposure
+from gateway.observe.modelnames import configured_models
+from gateway.observe.observers import make_observers
 from gateway.policy.engine import Policy
 from gateway.proxy.endpoint import ProxyEndpoint
 from gateway.proxy.headers import request_id_of
@@ -120,6 +123,8 @@ def create_app(
     if live.keyring is not None:
         state.authenticate = live.keyring.authenticate
     state.models = make_gate(settings.model_access)
+    if not settings.deployments:  # a fleet's table refuses the names it does not serve
+        state.served = ServedNames(state, settings.upstream.models)
     state.router = ModelRouter(state) if needs_router(state) else None
 
     state.limiter = make_limiter(
@@ -128,17 +133,8 @@ def create_app(
     metrics = Metrics(registry)
     metrics.limiter = state.limiter
     metrics.policy_live(state.policy)
-    observers: list[Observer] = [metrics]
-    if settings.log.requests:
-        observers.append(AccessLog(format=settings.log.format))
-    if settings.tracing.enabled:
-        # Imported by name: with tracing off the OpenTelemetry SDK is never loaded.
-        tracing = importlib.import_module("gateway.observe.tracing")
-        tracer = cast(Tracer, tracing.Tracing(settings.tracing, exporter=span_exporter))
-        state.tracer = tracer
-        metrics.spans_dropped = lambda: tracer.dropped
-        observers.append(tracer)
-    state.observer = observers[0] if len(observers) == 1 else Observers(*observers)
+    metrics.name_models(configured_models(settings, [live.policy, *live.policies.values()]))
+    state.observer, state.tracer = make_observers(settings, metrics, span_exporter=span_exporter)
     reloader = Reloader(state, metrics=metrics, keyring=live.keyring)
     exposure = MetricsExposure(settings, metrics, worker_dir=worker_dir, sock=metrics_socket)
     health = Health(state, reloader)
@@ -147,10 +143,17 @@ def create_app(
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
         state.engines = engines = open_engines(settings, live.policies, transport=transport)
+
         # A reload's new table keeps the pools of the deployments it leaves unchanged.
-        reloader.reopen = lambda new: open_engines(
-            new.settings, new.policies, transport=transport, reuse=state.engines
-        )
+        def refleet(new: Reloadable) -> bool:
+            if not fleet_changed(state.engines, new.settings, new.policies):
+                return False
+            state.engines = open_engines(
+                new.settings, new.policies, transport=transport, reuse=state.engines
+            )
+            return True
+
+        reloader.refleet = refleet
         # The routing metrics are one balancer's; a fleet's are by deployment.
         for pool in engines.pools() if not engines.fleet else ():
             if isinstance(pool, Balancer):
@@ -172,6 +175,8 @@ def create_app(
                         settings.upstream.dns if not engines.fleet else engine_dns(settings, engine)
                     )
                     await stack.enter_async_context(discovering(engine.upstream, dns))
+                if batches is not None:
+                    await stack.enter_async_context(batches.serving())
                 yield
         finally:
             try:
@@ -190,8 +195,13 @@ def create_app(
         ("POST", path): ProxyEndpoint(state, make_route(state, path, store=store))
         for path in ROUTES
     }
-    if settings.deployments:
-        # A fleet answers its model list itself, from its table (fleet/models.py).
+    # The Batch API: its lines go through these routes' own objects (batches/inprocess.py).
+    batches = BatchService.make(state, proxied, keys=lambda: reloader.keys)
+    if batches is not None:
+        metrics.batch_gauges = batches.runner.gauges
+    if settings.deployments or settings.upstream.models is not None:
+        # A fleet answers its model list itself, from its table (fleet/models.py), and
+        # so does one deployment whose names are configured.
         models = ModelList(state)
         fleet_routes = [
             Route("/v1/models", models.list, methods=["GET"]),
@@ -207,6 +217,7 @@ def create_app(
     routes += [
         *fleet_routes,
         *stored_routes(state, store),
+        *(batches.routes() if batches is not None else ()),
         Route("/healthz", health.healthz, methods=["GET"]),
         Route("/readyz", health.readyz, methods=["GET"]),
     ]
@@ -226,4 +237,5 @@ def create_app(
     app.state.key_count = len(live.keyring.keys) if live.keyring is not None else None
     app.state.metrics = metrics
     app.state.reloader = reloader
+    app.state.batches = batches
     return app

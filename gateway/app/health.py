@@ -1,4 +1,10 @@
-"""/healthz (the process runs) and /readyz (it can serve: not draining, engine answering)."""
+"""/healthz (the process runs) and /readyz (it can serve: not draining, engine answering).
+
+Neither needs a key (probes carry none), so neither shows what only the operator
+should know: no file path (the policy's, the keys file's), no reload error's
+detail, no store's address. /readyz says a status and a generic reason; the
+detail is in the gateway's log and in ``ft-gateway reload``'s output.
+"""
 
 from __future__ import annotations
 
@@ -37,7 +43,6 @@ class Health:
         body: dict[str, Any] = {
             "status": "ready",
             "policy": {
-                "path": policy.path,
                 "sha256": policy.digest,
                 "loaded_at": policy.loaded_at.isoformat(),
             },
@@ -47,7 +52,7 @@ class Health:
                 "result": reloader.last.result,
                 "trigger": reloader.last.trigger,
                 "at": reloader.last.at.isoformat(),
-                "error": reloader.last.error,
+                "error": reloader.last.reason,
             }
         limiter = state.limiter
         if limiter is not None:

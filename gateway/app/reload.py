@@ -21,7 +21,7 @@ import hashlib
 import logging
 import os
 import signal
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -39,13 +39,13 @@ from gateway.app.reloadable import (
 )
 from gateway.app.reloadstatus import ReloadStatus, remove_status, status_dir, write_status
 from gateway.fleet.access import make_gate
-from gateway.fleet.reload import fleet_changed, fleet_reload_problems
+from gateway.fleet.reload import fleet_reload_problems
 from gateway.fleet.router import ModelRouter
 from gateway.observe.metrics import Metrics
+from gateway.observe.modelnames import configured_models
 from gateway.policy.engine import Policy
 from gateway.settings import Settings, load_settings
 from gateway.state import GatewayState
-from gateway.upstream.engines import Engines
 from gateway.yamlsource import Problem, SourceError
 
 logger = logging.getLogger("gateway.reload")
@@ -63,8 +63,9 @@ class ReloadResult:
     result: str  # loaded, unchanged or failed
     trigger: str  # SIGHUP, watch, ...
     at: datetime
-    error: str | None = None
+    error: str | None = None  # failed: every problem, with its file (the log's, reload's)
     changed: tuple[str, ...] = ()  # loaded: "policy", "API keys", "rate limits"
+    reason: str | None = None  # failed: what /readyz shows, no file, no detail
 
 
 class Reloader:
@@ -82,8 +83,12 @@ class Reloader:
         self.metrics = metrics
         self.keys: tuple[ApiKey, ...] | None = keyring.keys if keyring is not None else None
         self.last: ReloadResult | None = None
-        # Opens a new table of engines for a reloaded fleet (set by the app's lifespan).
-        self.reopen: Callable[[Reloadable], Engines] | None = None
+        # Swaps in a reloaded fleet's table if the reload changes it, True if it did (set
+        # by the app's lifespan, which reopens pools; the external processor swaps its
+        # table of policies).
+        self.refleet: Callable[[Reloadable], bool] | None = None
+        # Told each attempt's result (the external processor's gRPC health shows it).
+        self.on_result: Callable[[ReloadResult], Awaitable[None]] | None = None
         self.attempts = 0
         self._lock = asyncio.Lock()
         self._attempted = asyncio.Condition()
@@ -105,17 +110,26 @@ class Reloader:
             try:
                 new = await anyio.to_thread.run_sync(self._prepare)
             except SourceError as exc:
-                result = self._failed(trigger, digest, str(exc), exc_info=False)
+                count = len(exc.problems)
+                reason = (
+                    f"The files did not pass the checks ({count} problem"
+                    f"{'' if count == 1 else 's'}); the gateway's log and "
+                    "'ft-gateway reload' name them."
+                )
+                result = self._failed(trigger, digest, str(exc), reason, exc_info=False)
                 self._failed_digest = digest
             except Exception as exc:  # a reload must never take the gateway down
                 error = f"{type(exc).__name__}: {exc}"
-                result = self._failed(trigger, digest, error, exc_info=True)
+                reason = "The reload failed inside the gateway; its log has the details."
+                result = self._failed(trigger, digest, error, reason, exc_info=True)
             else:
                 result = self._apply(trigger, new)
                 self._live_digest, self._failed_digest = digest, None
             self.last = result
             if self.metrics is not None:
                 self.metrics.policy_reload(result.result)
+            if self.on_result is not None:
+                await self.on_result(result)
             async with self._attempted:
                 self.attempts += 1
                 self._write_status()
@@ -202,14 +216,18 @@ class Reloader:
             if limits != limiter.config:
                 limiter.reconfigure(limits)
                 changed.append("rate limits")
-        if self.reopen is not None and fleet_changed(state.engines, new.settings, new.policies):
-            state.engines = self.reopen(new)
+        if self.refleet is not None and self.refleet(new):
             changed.append("deployments")
         access = new.settings.model_access
         if access != state.settings.model_access:
             state.models = make_gate(access)
-            state.router = ModelRouter(state) if state.engines.fleet or state.models else None
+            # (A reload never turns the fleet on or off: fleet_reload_problems.)
+            fleet = bool(new.settings.deployments)
+            state.router = ModelRouter(state) if fleet or state.models else None
             changed.append("model access")
+        if self.metrics is not None:
+            policies = [new.policy, *new.policies.values()]
+            self.metrics.name_models(configured_models(new.settings, policies))
         state.settings = state.settings.model_copy(
             update={
                 "policy": new.settings.policy,
@@ -229,7 +247,7 @@ class Reloader:
         return ReloadResult(LOADED, trigger, datetime.now(UTC), changed=tuple(changed))
 
     def _failed(
-        self, trigger: str, digest: str | None, error: str, *, exc_info: bool
+        self, trigger: str, digest: str | None, error: str, reason: str, *, exc_info: bool
     ) -> ReloadResult:
         logger.error(
             "reload failed; the live policy, API keys and rate limits stay",
@@ -237,7 +255,7 @@ class Reloader:
             extra=_policy_fields(self.state.policy, prefix="live_")
             | {"event": "reload", "trigger": trigger, "files_sha256": digest, "error": error},
         )
-        return ReloadResult(FAILED, trigger, datetime.now(UTC), error)
+        return ReloadResult(FAILED, trigger, datetime.now(UTC), error, reason=reason)
 
     def _write_status(self) -> None:
         if self.status_dir is None:

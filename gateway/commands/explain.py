@@ -21,12 +21,13 @@ from gateway.access.keys import load_keyring
 from gateway.commands.check import display_path
 from gateway.deployments import Deployment, find_model
 from gateway.errors import OPENAI_ERRORS, ErrorShape, GatewayError, ModelNotFound, render
+from gateway.jsonbody.parse import parse_request, request_content
 from gateway.limits.limiter import reservation
 from gateway.limits.report import describe_limits
 from gateway.policy.engine import STEPS, Outcome, Policy, apply_policy
 from gateway.policy.file import PolicyFile
 from gateway.policy.loading import load_policy_file
-from gateway.proxy.request import parse_request, request_content
+from gateway.schemas.expect import OFF, Expectation
 from gateway.settings import Settings, config_path, load_settings
 from gateway.yamlsource import Problem, SourceError
 
@@ -49,6 +50,7 @@ class Explanation:
     reserved: int | None = None  # the tokens this request reserves against them
     reported: tuple[Outcome, ...] = ()  # what report-only rules would refuse
     report: bytes | None = None  # the error body the client would get were they enforced
+    answer: list[str] = field(default_factory=list)  # what its answer will be checked for
 
     def as_dict(self) -> dict[str, Any]:
         """A JSON-ready form (``explain --json``)."""
@@ -66,6 +68,7 @@ class Explanation:
             "reserved_tokens": self.reserved,
             "reported": [{"field": o.field, "code": o.detail} for o in self.reported],
             "report": orjson.loads(self.report) if self.report is not None else None,
+            "answer_checks": self.answer,
         }
 
 
@@ -111,6 +114,8 @@ def explain_request(
     result.forwarded = request_content(raw, decision)
     result.changed = decision.changed
     result.fanout = decision.fanout
+    if decision.expect is not None:
+        result.answer = answer_checks(decision.expect)
     return result
 
 
@@ -139,10 +144,30 @@ def format_explanation(result: Explanation, policy: Policy) -> str:
         lines.extend(f"  {o.field:<{width}}  {o.detail}" for o in result.reported)
         lines.append("-> were they enforced, HTTP 400 to the client:")
         lines.append(result.report.decode())
+    if result.answer:
+        lines.append("the answer will be checked (answers: in the policy):")
+        lines.extend(f"  {line}" for line in result.answer)
     lines.extend(result.limits)
     if result.limits and result.reserved is not None:
         lines.append(f"  this request reserves {result.reserved} tokens until it ends")
     return "\n".join(lines) + "\n"
+
+
+def answer_checks(expect: Expectation) -> list[str]:
+    """What the answer to a request is checked for, one line a check (``explain``)."""
+    answers = expect.answers
+    found = []
+    if expect.schema is not None:
+        found.append(f"schema ({answers.schema}): the content against {expect.schema_param}")
+    if expect.tools and answers.tool_arguments != OFF:
+        names = ", ".join(sorted(expect.tools))
+        found.append(f"tool_arguments ({answers.tool_arguments}): each call's arguments ({names})")
+    if expect.choice is not None:
+        asked = "a call" if expect.choice == "required" else f"a call of '{expect.choice}'"
+        found.append(f"tool_choice ({answers.tool_choice}): {asked}")
+    if expect.single:
+        found.append(f"parallel_tool_calls ({answers.parallel_tool_calls}): one call at most")
+    return found
 
 
 def _with_model(raw: bytes, model: str) -> bytes:

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import httpx
 
-from gateway.deployments import Deployment, Upstream, primaries
+from gateway.deployments import Deployment, Upstream, placements
 from gateway.policy.engine import Policy
 from gateway.policy.fingerprint import Fingerprints
 from gateway.routing.config import Dns
@@ -79,12 +79,10 @@ def open_engines(
         )
         engines.append(engine)
     by_name = {engine.name: engine for engine in engines}
-    for model, deployment in primaries(settings.deployments).items():
-        targets[model] = Target(by_name[deployment.name], model)
-    for deployment in settings.deployments:
-        engine = by_name[deployment.name]
-        for name, alias in deployment.aliases.items():
-            targets[name] = Target(engine, alias.to, alias=True, hidden=alias.hidden)
+    for name, row in placements(settings.deployments).items():
+        targets[name] = Target(
+            by_name[row.deployment.name], row.served, alias=row.alias, hidden=row.hidden
+        )
     for deployment in settings.deployments:
         if deployment.failover is not None:
             by_name[deployment.name].failover = by_name[deployment.failover]

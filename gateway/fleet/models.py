@@ -1,4 +1,5 @@
-"""GET /v1/models and GET /v1/models/{model} of a fleet, answered from its table.
+"""GET /v1/models and GET /v1/models/{model} of a fleet, answered from its table (and
+of one deployment whose names ``upstream.models`` lists).
 
 OpenAI's list shape (``object: list``, each ``{id, object: model, created,
 owned_by}``): every served name and every alias not hidden, whether or not its
@@ -20,7 +21,6 @@ from gateway.messages.errors import ANTHROPIC_ERRORS
 from gateway.messages.models import anthropic_card, model_page, wants_anthropic
 from gateway.proxy.headers import request_id_of
 from gateway.state import GatewayState
-from gateway.upstream.engines import Target
 
 
 class ModelList:
@@ -30,13 +30,16 @@ class ModelList:
         self.state = state
         self.created = int(time.time())
 
-    def _card(self, name: str, target: Target) -> dict[str, Any]:
-        return {
-            "id": name,
-            "object": "model",
-            "created": self.created,
-            "owned_by": target.engine.owned_by,
-        }
+    def _card(self, name: str, owned_by: str) -> dict[str, Any]:
+        return {"id": name, "object": "model", "created": self.created, "owned_by": owned_by}
+
+    def _names(self) -> dict[str, tuple[str, bool]]:
+        """Each name a client may ask for: its owner, and whether the list hides it."""
+        engines = self.state.engines
+        if not engines.fleet:  # one deployment with upstream.models
+            models = self.state.settings.upstream.models or ()
+            return {name: (engines.default.owned_by, False) for name in models}
+        return {name: (t.engine.owned_by, t.hidden) for name, t in engines.targets.items()}
 
     def _allowed(self, request: Request) -> frozenset[str] | None:
         """The model names the caller's key may use (None: any); 401 without a key."""
@@ -52,9 +55,9 @@ class ModelList:
         try:
             allowed = self._allowed(request)
             data = [
-                self._card(name, target)
-                for name, target in self.state.engines.targets.items()
-                if not target.hidden and (allowed is None or name in allowed)
+                self._card(name, owned_by)
+                for name, (owned_by, hidden) in self._names().items()
+                if not hidden and (allowed is None or name in allowed)
             ]
             if anthropic:
                 return _anthropic(request, model_page(data, request.scope["query_string"]))
@@ -71,14 +74,14 @@ class ModelList:
         try:
             allowed = self._allowed(request)
             name: str = request.path_params["model"]
-            target = self.state.engines.targets.get(name)
-            if target is None or (allowed is not None and name not in allowed):
+            found = self._names().get(name)
+            if found is None or (allowed is not None and name not in allowed):
                 raise ModelNotFound(name)
         except GatewayError as exc:
             if anthropic:
                 return _anthropic_error(request, exc)
             raise
-        card = self._card(name, target)
+        card = self._card(name, found[0])
         return _anthropic(request, anthropic_card(card)) if anthropic else JSONResponse(card)
 
 

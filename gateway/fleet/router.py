@@ -9,12 +9,28 @@ path costs one attribute test.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
+from gateway._types import Headers
+from gateway.deployments import unplaced
 from gateway.errors import ModelNotFound
-from gateway.proxy.call import Call
+from gateway.observe.exchange import Exchange
+from gateway.policy.engine import Policy
+from gateway.routing.hint import Hint
 from gateway.state import GatewayState
 from gateway.upstream.engines import Target
+
+
+class Call(Protocol):
+    """What the router reads and writes of a request (proxy/call.py's Call): a protocol,
+    so that the reloader, which builds a router, imports no proxy."""
+
+    headers: Headers
+    record: Exchange
+    profile: str | None
+    target: Target | None
+    policy: Policy | None
+    hint: Hint
 
 
 class ModelRouter:
@@ -28,22 +44,14 @@ class ModelRouter:
     def route(self, call: Call, body: dict[str, Any], content: str) -> Target | None:
         """The request's deployment and served name (None: the single deployment);
         ModelNotFound for a model its key may not use or no deployment serves, or the
-        400 of a missing or non-string model in a fleet. A fleet's routing hint is its
-        deployment's (``content``: the field the route keeps the conversation in)."""
-        model = body.get("model")
-        state = self.state
-        gate = state.models
+        400 of a missing or non-string model in a fleet or from a key limited to models.
+        A fleet's routing hint is its deployment's (``content``: the field the route
+        keeps the conversation in)."""
         record = call.record
-        if (
-            gate is not None
-            and isinstance(model, str)
-            and not gate.may_use(record.client, call.profile, model)
-        ):
-            raise ModelNotFound(model)
-        engines = state.engines
-        if not engines.fleet:
+        target = self.deployment_of(record.client, call.profile, body.get("model"))
+        if target is None:
             return None
-        target = call.target = engines.target(model)
+        call.target = target
         engine = target.engine
         call.policy = engine.policy
         record.deployment = engine.name
@@ -55,6 +63,25 @@ class ModelRouter:
                 body, call.headers, client=record.client, profile=call.profile, content=content
             )
         return target
+
+    def deployment_of(self, client: str | None, profile: str | None, model: Any) -> Target | None:
+        """The deployment and served name of ``model`` for a key (None: the single
+        deployment), or the error the key gets for it: the model's step of a request
+        without the request (a batch's validation asks it of each line)."""
+        state = self.state
+        gate = state.models
+        if gate is not None:
+            if isinstance(model, str):
+                if not gate.may_use(client, profile, model):
+                    raise ModelNotFound(model)
+            elif gate.allowed(client, profile) is not None:
+                # No model named is the engine's own, which the key may not be allowed
+                # (/tokenize, /detokenize): a key limited to models names one.
+                raise unplaced(model)
+        engines = state.engines
+        if not engines.fleet:
+            return None
+        return engines.target(model)
 
 
 def needs_router(state: GatewayState) -> bool:

@@ -157,6 +157,24 @@ class Limiter:
         ticket.also = tuple(taken)
         return ticket
 
+    async def charge(self, client: str | None, profile: str | None) -> list[tuple[bytes, bytes]]:
+        """Count a request refused before admission (a 4xx after authentication) as one
+        request of its key's ``requests_per_minute``: its rate-limit headers, or
+        RateLimited once the key's requests are spent. A store that fails or is full
+        leaves the refusal as it was."""
+        limit = self.limit_for(client, profile)
+        if limit is None or limit.requests_per_minute is None:
+            return []
+        requests = Limit(requests_per_minute=limit.requests_per_minute)
+        try:
+            ticket = await self._take(
+                client if client is not None else ANONYMOUS, requests, 0, client
+            )
+        except LimiterUnavailable:
+            return []
+        await self.settle(ticket, None, status=0)
+        return ticket.headers
+
     @staticmethod
     def _model_buckets(model: str, bucket: str, limits: ModelLimits) -> list[tuple[str, Limit]]:
         # Key names have no ":" (access/keys.py): these never meet a key's own bucket.
@@ -283,7 +301,8 @@ class Limiter:
             out["on_failure"] = self.config.redis.on_failure
             out["errors"] = health.errors
             if health.last_error is not None:
-                out["last_error"] = health.last_error
+                # Its kind only: the text names the store's address (the log has it).
+                out["last_error"] = health.last_error.partition(":")[0]
         return out
 
     async def aclose(self) -> None:

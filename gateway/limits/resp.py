@@ -5,7 +5,7 @@ connections, each used by one command at a time (redis-py's asyncio client),
 all the decisions of a process share one connection: a command is written
 the moment it is made and its reply future queued; Redis answers in order,
 so each reply (parsed by hiredis, the C parser redis-py also uses) goes to
-the oldest waiting future. Measured by bench/limiter_cost.py: about half the
+the oldest waiting future. Measured by ``python -m bench.cost limiter``: about half the
 CPU per decision of redis-py, and one connection per process however many
 requests are in flight. A caller that stops waiting (its time-out) leaves its
 future in the queue, cancelled, so later replies still meet their callers;
@@ -104,6 +104,9 @@ class RedisConnection:
             setup.append(pack("SELECT", self.db))
         for command in setup:
             await self._send(protocol, command)
+        # Kept here, not only by a waiter: one whose call timed out while this opened
+        # would otherwise leave it to no one, and the next call open another.
+        self._protocol = protocol
         return protocol
 
     async def _connected(self) -> _Protocol:

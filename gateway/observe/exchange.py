@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from gateway._types import Headers
-from gateway.errors import GatewayError
+from gateway.errors import AnswerViolation, GatewayError
 from gateway.limits.meter import Usage
 from gateway.policy.engine import REJECTED, Outcome, Report
 
@@ -55,6 +55,7 @@ class Exchange:
         "usage",
         "rate_limited",
         "engine_error",
+        "answers",
         "_verdict",
     )
 
@@ -94,6 +95,8 @@ class Exchange:
         self.usage: Usage | None = None  # the tokens the engine reported
         self.rate_limited: str | None = None  # the limit that refused the request (429)
         self.engine_error = False  # the error the client got is the engine's own answer
+        # What the answer checks found (enforced: the error the client got; or reported).
+        self.answers: tuple[AnswerViolation, ...] = ()
         self._verdict: str | None = None
         if not fields:
             return

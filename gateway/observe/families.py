@@ -18,6 +18,24 @@ from prometheus_client.metrics_core import (
 from gateway.observe.histogram import BOUNDS, Histogram
 
 K = TypeVar("K")
+OTHER = "(other)"  # the label of every value past a cap, or not among the known ones
+MAX_LABEL = 100
+
+
+class Capped:
+    """Label values as given (cut short) until ``limit`` distinct ones, then ``(other)``."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.seen: set[str] = set()
+
+    def label(self, value: str) -> str:
+        """``value``'s label."""
+        if value not in self.seen:
+            if len(self.seen) >= self.limit:
+                return OTHER
+            self.seen.add(value)
+        return value[:MAX_LABEL]
 
 
 def add_counts(mine: dict[K, int], theirs: Mapping[K, int]) -> None:

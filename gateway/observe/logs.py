@@ -5,7 +5,11 @@
 writes a request body, a header or a key: only the request's id, route, model,
 the names of the fields the policy acted on, statuses, timings and sizes.
 Names that come from the client are cut short and, in text, quoted when they
-hold spaces or control characters, so a request cannot forge a log line.
+hold spaces, quotes or characters that are not printable; in both formats every
+character that is not printable (controls, terminal escapes, NEL, the Unicode
+line and paragraph separators, bidirectional overrides) is written as a JSON
+``\\uXXXX`` escape, so a request can neither forge a line or a field nor drive
+the terminal of whoever reads the log.
 
 ``setup_logging`` makes everything else the process writes one stream too:
 the gateway's and uvicorn's records, every other library's (the OpenTelemetry
@@ -18,6 +22,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import logging.config
+import re
 import sys
 import threading
 import time
@@ -57,17 +62,50 @@ def _timestamp(epoch: float) -> str:
     return text + _MILLIS[int((epoch - second) * 1000)]
 
 
+# orjson escapes the C0 controls itself, but writes DEL, C1 and U+2028 as they are:
+# a line that is ASCII without DEL (two scans in C, no pattern) has none of them.
+_NOT_ASCII = re.compile("[\x7f-\U0010ffff]")
+_NOT_PRINTABLE_ASCII = re.compile("[^\x20-\x7e]")
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group()
+    if char.isprintable():
+        return char
+    code = ord(char)
+    if code < 0x10000:
+        return f"\\u{code:04x}"
+    code -= 0x10000  # (a JSON escape of a character past the BMP is a surrogate pair)
+    return f"\\u{0xD800 + (code >> 10):04x}\\u{0xDC00 + (code & 0x3FF):04x}"
+
+
+def printable(text: str) -> str:
+    """``text`` with each character that is not printable as a JSON ``\\uXXXX`` escape."""
+    if text.isprintable():
+        return text
+    return _NOT_PRINTABLE_ASCII.sub(_escape, text)
+
+
+def json_line(line: bytes) -> bytes:
+    """orjson's output with the characters it leaves raw that are not printable (DEL,
+    C1 controls, U+2028, ...) escaped; the same bytes when there are none (an ASCII
+    line: the usual one, one scan in C)."""
+    if line.isascii() and b"\x7f" not in line:
+        return line
+    return _NOT_ASCII.sub(_escape, line.decode()).encode()
+
+
 def _text_value(value: Any) -> str:
     if value is None:
         return "-"
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, (dict, list)):
-        return orjson.dumps(value).decode()
+        return printable(orjson.dumps(value, default=str).decode())
     text = str(value)
     if text and text.isprintable() and " " not in text and '"' not in text:
         return text
-    return orjson.dumps(text).decode()
+    return printable(orjson.dumps(text).decode())
 
 
 def format_text(ts: str, head: str, data: dict[str, Any]) -> str:
@@ -126,7 +164,24 @@ def request_record(exchange: Exchange, now: float, ts: str | None = None) -> dic
     }
     if exchange.deployment is not None:  # a fleet's: a name from the config
         line["deployment"] = exchange.deployment
+    if exchange.answers:  # what the answer checks found (never the answer's text)
+        line["answer"] = _answer(exchange)
     return line
+
+
+def _answer(exchange: Exchange) -> dict[str, Any]:
+    """The answer checks' finding: the enforced violation (the client's error) or else
+    the first reported one, and how many more there were."""
+    found = exchange.answers
+    first = next((v for v in found if v.enforced), found[0])
+    return {
+        "check": first.check,
+        "code": first.code,
+        "param": (first.param or "")[:MAX_NAME],
+        "keyword": first.keyword,
+        "enforced": first.enforced,
+        "others": len(found) - 1,
+    }
 
 
 def _reported(exchange: Exchange) -> dict[str, Any] | None:
@@ -164,10 +219,13 @@ class AccessLog:
         ts = _timestamp(time.time())
         if self.json:
             line = orjson.dumps(request_record(exchange, now, ts), option=_LINE)
+            if not line.isascii() or b"\x7f" in line:  # (json_line's test, without its call)
+                line = json_line(line)
         else:
             record = request_record(exchange, now)
             del record["ts"], record["level"], record["event"]
-            head = f"{record.pop('method')} {record.pop('path')} {record.pop('status') or '-'}"
+            method, path = _text_value(record.pop("method")), _text_value(record.pop("path"))
+            head = f"{method} {path} {record.pop('status') or '-'}"
             if not record["fields"]:
                 del record["fields"]
             else:
@@ -208,17 +266,19 @@ class JsonFormatter(logging.Formatter):
         data.update(_extra(record))
         if record.exc_info:
             data["exception"] = self.formatException(record.exc_info)
-        return orjson.dumps(data, default=str).decode()
+        return json_line(orjson.dumps(data, default=str)).decode()
 
 
 class TextFormatter(logging.Formatter):
     """A log record as ``ts LEVEL message key=value ...``."""
 
     def format(self, record: logging.LogRecord) -> str:
-        head = f"{record.levelname} {record.getMessage()}"
+        head = f"{record.levelname} {printable(record.getMessage())}"
         line = format_text(_timestamp(record.created), head, _extra(record))
         if record.exc_info:
-            line += "\n" + self.formatException(record.exc_info)
+            # A traceback's own lines stay lines; what they quote is escaped.
+            trace = self.formatException(record.exc_info).split("\n")
+            line += "\n" + "\n".join(map(printable, trace))
         return line
 
 

@@ -8,8 +8,9 @@ times more, for nothing: observers and scrapes both run on the event loop.
 Each app registers its own collector on its own CollectorRegistry (tests
 build many apps; nothing is global). ``Tallies`` holds every number and can
 be merged, so several worker processes can add theirs up for one scrape.
-Client-chosen label values (the model, unknown field names) are capped so
-that a client cannot grow the series without bound: past the cap they are
+The model label is one of the names the config gives (modelnames.py), else
+``(other)``: a client cannot choose it. Field names, which the policy's rules
+bound but a client's unknown fields do not, are capped: past the cap they are
 counted under ``(other)``.
 """
 
@@ -19,7 +20,6 @@ import re
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass, field
 from typing import TypeVar
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -32,8 +32,10 @@ from prometheus_client.metrics_core import (
 from gateway.errors import UpstreamError
 from gateway.limits.limiter import Limiter
 from gateway.limits.meter import Usage
+from gateway.observe.batchmetrics import BatchTallies, batch_families
 from gateway.observe.exchange import Exchange
-from gateway.observe.families import add_counts, counter, histogram
+from gateway.observe.families import MAX_LABEL, Capped, counter, histogram
+from gateway.observe.families import OTHER as OTHER
 from gateway.observe.histogram import LATENCY_BUCKETS as LATENCY_BUCKETS
 from gateway.observe.histogram import Histogram as Histogram
 from gateway.observe.routingmetrics import (
@@ -42,16 +44,14 @@ from gateway.observe.routingmetrics import (
     deployment_routing_families,
     routing_families,
 )
+from gateway.observe.tallies import RELOAD_RESULTS as RELOAD_RESULTS
+from gateway.observe.tallies import Tallies as Tallies
 from gateway.policy.engine import Policy
 
-OTHER = "(other)"
-MAX_MODELS = 64
 MAX_FIELDS = 256
-MAX_LABEL = 100
 CONTENT_TYPE = CONTENT_TYPE_LATEST
 # The status of a request whose client left before any answer (nginx's 499).
 CLIENT_CLOSED = 499
-RELOAD_RESULTS = ("loaded", "unchanged", "failed")
 K = TypeVar("K")
 _INDEX = re.compile(r"\[\d+\]")
 
@@ -70,97 +70,16 @@ def _upstream_codes() -> frozenset[str]:
 UPSTREAM_CODES = _upstream_codes()
 
 
-@dataclass
-class Tallies:
-    """Every number the metrics show, keyed by label values."""
-
-    requests: dict[tuple[str, str, int], int] = field(default_factory=dict)
-    decisions: dict[tuple[str, str, str], int] = field(default_factory=dict)
-    # Would-be refusals of report-only rules, by (route, field, the error code).
-    reported: dict[tuple[str, str, str], int] = field(default_factory=dict)
-    latency: dict[str, Histogram] = field(default_factory=dict)
-    ttfb: dict[str, Histogram] = field(default_factory=dict)
-    upstream_errors: dict[str, int] = field(default_factory=dict)
-    disconnects: dict[str, int] = field(default_factory=dict)
-    reloads: dict[str, int] = field(default_factory=lambda: dict.fromkeys(RELOAD_RESULTS, 0))
-    in_flight: int = 0
-    streams_in_flight: int = 0
-    policy: tuple[str, str, float] | None = None  # path, sha256, loaded at (Unix time)
-    # By API key name (the operator names them, so the labels are bounded) and status.
-    clients: dict[tuple[str, int], int] = field(default_factory=dict)
-    trace_spans_dropped: int = 0
-    routing: RoutingTallies = field(default_factory=RoutingTallies)
-    # Tokens the engine reported, by (route, model, kind) and by (client, kind);
-    # kind: prompt, completion, total.
-    tokens: dict[tuple[str, str, str], int] = field(default_factory=dict)
-    client_tokens: dict[tuple[str, str], int] = field(default_factory=dict)
-    usage_missing: dict[str, int] = field(default_factory=dict)  # answered, no usage: by route
-    rate_limited: dict[tuple[str, str], int] = field(default_factory=dict)  # (client, limit)
-    limit_store_errors: int = 0
-    limit_store_bypassed: int = 0
-    # A fleet's requests by (deployment, served model, status), and its deployments'
-    # time to first byte: names from the config, so the labels are bounded by it.
-    deployments: dict[tuple[str, str, int], int] = field(default_factory=dict)
-    deployment_ttfb: dict[str, Histogram] = field(default_factory=dict)
-    deployment_routing: dict[str, RoutingTallies] = field(default_factory=dict)
-
-    def merge(self, other: Tallies) -> None:
-        """Add ``other``'s numbers to these (another worker's, for one scrape)."""
-        add_counts(self.requests, other.requests)
-        add_counts(self.decisions, other.decisions)
-        add_counts(self.reported, other.reported)
-        add_counts(self.upstream_errors, other.upstream_errors)
-        add_counts(self.disconnects, other.disconnects)
-        add_counts(self.reloads, other.reloads)
-        add_counts(self.clients, other.clients)
-        add_counts(self.tokens, other.tokens)
-        add_counts(self.client_tokens, other.client_tokens)
-        add_counts(self.usage_missing, other.usage_missing)
-        add_counts(self.rate_limited, other.rate_limited)
-        add_counts(self.deployments, other.deployments)
-        for name, routing in other.deployment_routing.items():
-            self.deployment_routing.setdefault(name, RoutingTallies()).merge(routing)
-        self.limit_store_errors += other.limit_store_errors
-        self.limit_store_bypassed += other.limit_store_bypassed
-        for hists, others in (
-            (self.latency, other.latency),
-            (self.ttfb, other.ttfb),
-            (self.deployment_ttfb, other.deployment_ttfb),
-        ):
-            for route, hist in others.items():
-                hists.setdefault(route, Histogram()).merge(hist)
-        self.in_flight += other.in_flight
-        self.streams_in_flight += other.streams_in_flight
-        self.trace_spans_dropped += other.trace_spans_dropped
-        self.policy = self.policy or other.policy
-        self.routing.merge(other.routing)
-
-
-class _Capped:
-    """Label values as given (cut short) until ``limit`` distinct ones, then ``(other)``."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.seen: set[str] = set()
-
-    def label(self, value: str) -> str:
-        if value not in self.seen:
-            if len(self.seen) >= self.limit:
-                return OTHER
-            self.seen.add(value)
-        return value[:MAX_LABEL]
-
-
 class Metrics:
     """Requests, policy decisions, engine timings and failures, policy reloads."""
 
     def __init__(self, registry: CollectorRegistry | None = None) -> None:
         self.registry = registry if registry is not None else CollectorRegistry()
         self.tallies = Tallies()
-        self._models = _Capped(MAX_MODELS)
-        self._fields = _Capped(MAX_FIELDS)
-        # Raw (client-given) label values -> capped ones, so each is worked out once.
+        self._fields = Capped(MAX_FIELDS)
+        # The config's model names -> their labels (name_models); any other is (other).
         self._model_labels: dict[str | None, str] = {None: ""}
+        # Raw (client-given) field names -> capped ones, so each is worked out once.
         self._field_labels: dict[str, str] = {}
         # Requests being handled: the gauges are counted from these when scraped.
         self._live: dict[int, Exchange] = {}
@@ -171,6 +90,7 @@ class Metrics:
         self.limiter: Limiter | None = None  # read when scraped
         # A fleet's balancers by deployment, read when scraped (set by the app).
         self.deployment_pools: Callable[[], Iterable[tuple[str, RoutedPool]]] | None = None
+        self.batch_gauges: Callable[[BatchTallies], None] | None = None  # the batch runner's
         self.registry.register(self)
 
     # The Observer protocol.
@@ -182,9 +102,7 @@ class Metrics:
         self._live.pop(id(exchange), None)
         t = self.tallies
         route = exchange.route or exchange.path
-        model = self._model_labels.get(exchange.model)
-        if model is None:
-            model = self._model_label(exchange.model)
+        model = self._model_labels.get(exchange.model, OTHER)
         key = (route, model, exchange.status or CLIENT_CLOSED)
         t.requests[key] = t.requests.get(key, 0) + 1
         if exchange.client is not None:
@@ -200,6 +118,8 @@ class Metrics:
             for outcome in exchange.report.fields:
                 vkey = (route, self._field_label(outcome.field), outcome.detail)
                 t.reported[vkey] = t.reported.get(vkey, 0) + 1
+            if exchange.answers:
+                self._count_answers(route, exchange, enforced=False)
         if exchange.client_disconnected:
             t.disconnects[route] = t.disconnects.get(route, 0) + 1
         if exchange.rate_limited is not None:
@@ -233,8 +153,18 @@ class Metrics:
         if exchange.error_code is not None or (exchange.upstream_status or 0) >= 500:
             self._count_upstream_error(exchange)
 
+    def _count_answers(self, route: str, exchange: Exchange, *, enforced: bool) -> None:
+        # (reported ones counted where the report is read, the enforced where the error is)
+        found = self.tallies.answer_violations
+        for violation in exchange.answers:
+            if violation.enforced is enforced:
+                key = (route, violation.check, violation.code or "", str(enforced).lower())
+                found[key] = found.get(key, 0) + 1
+
     def _count_upstream_error(self, exchange: Exchange) -> None:
         t = self.tallies
+        if exchange.answers:
+            self._count_answers(exchange.route or exchange.path, exchange, enforced=True)
         kind = None if exchange.engine_error else exchange.error_code
         if kind is None or kind not in UPSTREAM_CODES:
             kind = "engine_5xx" if (exchange.upstream_status or 0) >= 500 else None
@@ -272,11 +202,12 @@ class Metrics:
             ckey = (client, "total")
             clients[ckey] = clients.get(ckey, 0) + total
 
-    def _model_label(self, model: str | None) -> str:
-        label = self._models.label(model or "")
-        if label != OTHER:
-            self._model_labels[model] = label
-        return label
+    def name_models(self, names: Iterable[str]) -> None:
+        """Label requests for ``names`` (the config's: modelnames.py) by their own name;
+        any other model counts as ``(other)``, a request without one as ``""``."""
+        labels: dict[str | None, str] = {name: name[:MAX_LABEL] for name in names}
+        labels[None] = ""
+        self._model_labels = labels
 
     def _field_label(self, name: str) -> str:
         if "[" in name:
@@ -321,6 +252,8 @@ class Metrics:
                 pool.gauges(pool.tallies)
                 routing[name] = pool.tallies
             self.tallies.deployment_routing = routing
+        if self.batch_gauges is not None:
+            self.batch_gauges(self.tallies.batches)
         self.tallies.in_flight = len(live)
         # A stream is in flight once the policy let it through to the engine.
         self.tallies.streams_in_flight = sum(
@@ -361,12 +294,20 @@ def families(t: Tallies) -> Iterator[Metric]:
         ["route", "field", "action"],
         t.decisions,
     )
+    yield from batch_families(t.batches)
     yield counter(
         "ft_gateway_policy_reported",
         "Refusals that report-only rules would have made (the request was forwarded), by "
         "route, field and verdict: the error code the client would have got with its 400.",
         ["route", "field", "verdict"],
         t.reported,
+    )
+    yield counter(
+        "ft_gateway_answer_violations",
+        "Engine answers that broke what their request asked, by route, answer check, error "
+        "code and whether it was enforced (a 502 or an error event) or only reported.",
+        ["route", "check", "code", "enforced"],
+        t.answer_violations,
     )
 
     for name, doc, hists in (

@@ -375,6 +375,8 @@ class Tracing:
             )
         if exchange.report is not None:
             _record_report(span, attributes, exchange, end)
+        if exchange.answers:
+            _record_answers(span, attributes, exchange, end)
         if exchange.client_disconnected:
             attributes["ft_gateway.client_disconnected"] = True
             span.add_event("ft_gateway.client_disconnected", timestamp=end)
@@ -409,6 +411,22 @@ class Tracing:
     def _stop(self) -> None:
         self.provider.force_flush()
         self.provider.shutdown()
+
+
+def _record_answers(span: Any, attributes: dict[str, Any], exchange: Exchange, end: int) -> None:
+    """What the answer checks found: the codes as an attribute, an event for each."""
+    attributes["ft_gateway.answer.violation"] = [
+        f"{v.code}:{'enforced' if v.enforced else 'reported'}" for v in exchange.answers
+    ][:MAX_FIELDS]
+    for violation in exchange.answers[:MAX_FIELDS]:
+        event = {
+            "ft_gateway.answer.check": violation.check,
+            "error.type": violation.code or "",
+            "ft_gateway.answer.param": (violation.param or "")[:MAX_NAME],
+            "ft_gateway.answer.keyword": violation.keyword or "",
+            "ft_gateway.answer.enforced": violation.enforced,
+        }
+        span.add_event("ft_gateway.answer.violation", event, timestamp=end)
 
 
 def _record_report(span: Any, attributes: dict[str, Any], exchange: Exchange, end: int) -> None:

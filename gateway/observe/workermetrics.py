@@ -29,6 +29,7 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.registry import Collector, CollectorRegistry
 
 from gateway.background import in_background
+from gateway.observe.batchmetrics import BatchTallies
 from gateway.observe.metrics import Histogram, Metrics, Tallies, families
 from gateway.observe.routingmetrics import RoutingTallies
 
@@ -64,6 +65,7 @@ def encode_tallies(t: Tallies) -> bytes:
             "deployments": [[*k, n] for k, n in t.deployments.items()],
             "deployment_ttfb": {d: [h.counts, h.total] for d, h in t.deployment_ttfb.items()},
             "deployment_routing": {d: r.encode() for d, r in t.deployment_routing.items()},
+            "batches": t.batches.encode(),
         }
     )
 
@@ -108,6 +110,7 @@ def decode_tallies(raw: bytes) -> Tallies:
         deployment_routing={
             p: RoutingTallies.decode(r) for p, r in d.get("deployment_routing", {}).items()
         },
+        batches=BatchTallies.decode(d.get("batches", {})),
     )
 
 
@@ -127,6 +130,7 @@ def _counters_only(t: Tallies) -> Tallies:
     t.policy = None
     t.routing = t.routing.counters_only()
     t.deployment_routing = {d: r.counters_only() for d, r in t.deployment_routing.items()}
+    t.batches = t.batches.counters_only()
     return t
 
 

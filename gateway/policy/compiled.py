@@ -15,6 +15,8 @@ from typing import Any
 
 from gateway.errors import InvalidRequest
 from gateway.policy.file import FieldRule, Select, UnknownAction
+from gateway.schemas.check import SchemaCheck
+from gateway.schemas.expect import ASKING, Answers
 
 
 class Rule:
@@ -33,6 +35,7 @@ class Rule:
         "object_rules",
         "select",
         "token_ids",
+        "schema",
         "nested",
         "report",
         "check",
@@ -69,8 +72,14 @@ class Rule:
         self.token_ids = (
             Rule(source.token_ids, report=report) if source.token_ids is not None else None
         )
+        # A JSON Schema as the value (a response format's, a tool's parameters): checked
+        # where it stands (gateway/schemas/check.py), so never by a bare type check.
+        self.schema = SchemaCheck(source.json_schema) if source.json_schema is not None else None
         self.nested = (
-            self.object_rules is not None or self.select is not None or self.token_ids is not None
+            self.object_rules is not None
+            or self.select is not None
+            or self.token_ids is not None
+            or self.schema is not None
         )
         # The value types this rule forwards as they are with no further work: a
         # pass rule's bare type check, not null when required, nothing inside.
@@ -225,6 +234,7 @@ class ObjectRules:
         "plain",
         "report",
         "plans",
+        "answers",
     )
     # Signatures (keys, then their values' types) an object may take are bounded by the
     # rules' keys; the plans kept are bounded all the same.
@@ -250,6 +260,23 @@ class ObjectRules:
         self.report = report
         # By signature, what the fast walk checks beyond types (fastwalk.py:passes).
         self.plans: dict[tuple[Any, ...], Plan] = {}
+        # A request body's rules only: the answer checks in force (None: all off).
+        self.answers: Answers | None = None
+
+    def check_answers(self, answers: Answers | None) -> None:
+        """Turn the answer checks on (``answers``): the fields an expectation reads then
+        never take the fast walk, so that the full walk, and only it, builds one."""
+        self.answers = answers
+        if answers is None:
+            return
+        for name in ASKING:
+            rule = self.rules.get(name)
+            if rule is not None:
+                rule.fast = frozenset()
+                rule.ranged = frozenset()
+                rule.members = None
+                rule.inner = None
+        self.plans.clear()
 
 
 def compile_rules(

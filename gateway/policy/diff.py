@@ -4,7 +4,9 @@ Each policy is compiled as the server compiles it, for every route and every
 overlay either file names (the route as it is; per model; per profile), and
 each rule is flattened to a path (``messages[role=developer].content``) and
 what it means: its action, type, range, enum, lengths, neutral values, rename
-target, default, cross-key requirement, enforcement. Layout, comments, YAML
+target, default, cross-key requirement, enforcement; a ``json_schema``'s limits,
+strict mode and each keyword's verdict (``PATH.(json_schema).maxLength``); the
+route's answer checks (``(answers)``). Layout, comments, YAML
 anchors, key order and the ``reason`` texts do not count. An overlay's
 differences are listed only where they differ from the route's own.
 
@@ -17,16 +19,19 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from gateway.policy.compiled import ObjectRules, Rule
 from gateway.policy.engine import Policy, apply_policy
 from gateway.policy.file import FieldRule
+from gateway.schemas.expect import Answers
+from gateway.schemas.rules import ANSWER_CHECKS, JsonSchemaRules
 
 BASE = ""  # the context of a route with no overlay
 NOT_NAMED = "not named"  # the key of a path's meaning when another rule decides it
-_SKIPPED = {"fields", "select", "reason", "enforcement", "value"}
+ANSWERS = "(answers)"  # the path of a route's answer checks
+_SKIPPED = {"fields", "select", "reason", "enforcement", "value", "json_schema"}
 # What a key left out of a rule means (a rule's meaning leaves defaults out).
 DEFAULTS: dict[str, Any] = {
     **FieldRule.model_validate({"action": "pass"}).model_dump(exclude=_SKIPPED | {"action"}),
@@ -89,14 +94,43 @@ def flatten(rules: ObjectRules, prefix: str = "") -> dict[str, dict[str, Any]]:
         unknown["enforcement"] = "report"
     where = f"{prefix}.(unknown fields)" if prefix else "(unknown fields)"
     out: dict[str, dict[str, Any]] = {where: unknown}
+    if not prefix:
+        out[ANSWERS] = _answers_meaning(rules.answers)
     for name, rule in rules.rules.items():
         path = f"{prefix}.{name}" if prefix else name
         out.update(_flatten_rule(rule, path))
     return out
 
 
+def _answers_meaning(answers: Answers | None) -> dict[str, Any]:
+    checks = asdict(answers) if answers is not None else dict.fromkeys(ANSWER_CHECKS, "off")
+    return {"action": "answers", **checks}
+
+
+def _without_reasons(data: Any) -> Any:
+    if isinstance(data, dict):
+        return {k: _without_reasons(v) for k, v in data.items() if k != "reason"}
+    return data
+
+
+def schema_rules(rules: JsonSchemaRules, path: str) -> dict[str, dict[str, Any]]:
+    """A ``json_schema``'s meaning by path: its limits and strict mode, what a keyword it
+    does not name gets, and each keyword's verdict (``PATH.(json_schema).maxLength``)."""
+    where = f"{path}.(json_schema)"
+    out: dict[str, dict[str, Any]] = {
+        where: {"action": "json_schema", "strict": rules.strict, **rules.limits.model_dump()},
+        f"{where}.(unknown fields)": {"action": rules.unknown_keywords},
+    }
+    for name, keyword in rules.keywords.items():
+        data = _without_reasons(keyword.model_dump(exclude_defaults=True))
+        out[f"{where}.{name}"] = {"action": keyword.action, **data}
+    return out
+
+
 def _flatten_rule(rule: Rule, path: str) -> dict[str, dict[str, Any]]:
     out = {path: meaning(rule)}
+    if rule.schema is not None:
+        out.update(schema_rules(rule.schema.rules, path))
     if rule.object_rules is not None:
         out.update(flatten(rule.object_rules, path))
     select = rule.select
@@ -112,7 +146,7 @@ def touched(
 ) -> set[str]:
     """The paths of ``flatten`` that a request body reaches (a case's coverage);
     ``known``: a select's key, not one of the object's fields."""
-    found: set[str] = set()
+    found: set[str] = {ANSWERS} if not prefix else set()
     for name, value in obj.items():
         if name == known and name not in rules.rules:
             continue
@@ -127,6 +161,8 @@ def touched(
 
 def _touched_rule(rule: Rule, value: Any, path: str, known: str | None = None) -> set[str]:
     found = {path}
+    if rule.schema is not None and isinstance(value, dict):
+        found |= set(schema_rules(rule.schema.rules, path))
     select = rule.select
     if select is not None:
         members = value if isinstance(value, list) else [value] if isinstance(value, dict) else []

@@ -3,8 +3,9 @@
 ``apply_policy(policy, route, body)`` takes a parsed request body and returns a
 Decision: the body to forward (the same object when nothing changed, so the
 caller can forward the client's original bytes), what was done to which field,
-or the InvalidRequest the client gets, and what report-only rules would have
-refused (``reported``, with ``report``: the 400 the client would have got). The
+or the InvalidRequest the client gets, what report-only rules would have
+refused (``reported``, with ``report``: the 400 the client would have got), and,
+where the policy checks answers, what the answer is checked against (``expect``). The
 server, ``ft-gateway explain``, ``ft-gateway test`` and ``diff`` and the fuzz
 tests all call this one function.
 """
@@ -36,6 +37,7 @@ from gateway.policy.walk import (
     Walk,
     walk_object,
 )
+from gateway.schemas.expect import Expectation, answers_of, expectation
 
 __all__ = [
     "DEFAULTED",
@@ -70,6 +72,8 @@ class Decision:
     fanout: int = 1
     # What report-only rules would have refused (None on most requests).
     report: Report | None = None
+    # What the answer is checked against (None: no answer check looks at this request).
+    expect: Expectation | None = None
 
     @property
     def reported(self) -> tuple[Outcome, ...]:
@@ -119,6 +123,7 @@ class Policy:
         rules = dict(base.fields)
         unknown = base.unknown_fields or self.source.unknown_fields
         enforcement: Enforcement = base.enforcement or self.source.enforcement
+        answers = [base.answers]
         overlays = []
         if model is not None:
             overlays.append(self.source.models[model])
@@ -127,13 +132,17 @@ class Policy:
         for overlay in overlays:
             ro = overlay.routes.get(route)
             enforcement = overlay.enforcement or enforcement
+            answers.append(overlay.answers)
             if ro is None:
                 continue
+            answers.append(ro.answers)
             for name, patch in ro.fields.items():
                 rules[name] = merge_rule(rules.get(name), patch)
             unknown = ro.unknown_fields or unknown
             enforcement = ro.enforcement or enforcement
-        return compile_rules(rules, unknown, report=enforcement == "report")
+        compiled = compile_rules(rules, unknown, report=enforcement == "report")
+        compiled.check_answers(answers_of(answers))
+        return compiled
 
 
 def apply_policy(
@@ -163,6 +172,8 @@ def apply_policy(
         decision.body = forwarded
         decision.changed = True
     decision.fanout = walk.fanout
+    if compiled.answers is not None and walk.error is None:
+        decision.expect = expectation(compiled.answers, route, decision.body)
     if walk.reported is not None:
         decision.report = Report(walk.report_error, tuple(walk.reported))
     return decision

@@ -14,12 +14,14 @@ Rules reach inside values too: ``fields`` holds the rules of an object's keys
 rule for each member of an array (or for an object) by the value of one of its
 keys: the messages of a chat request by ``role``, their content parts by
 ``type``; ``token_ids`` is the rule of an embeddings input given as token ids
-rather than text. A chosen rule has the same actions: ``rename`` changes the key's
+rather than text; ``json_schema`` says the value is a JSON Schema and how it is
+checked (gateway/schemas/rules.py). A chosen rule has the same actions: ``rename`` changes the key's
 value (``developer`` -> ``system``), ``strip`` drops the member.
 
 ``unknown_fields`` says what happens to fields the route does not name. ``models``
 and ``profiles`` hold overlays: partial field rules merged over the route's rules
-for one model name, or for clients whose API key names the profile.
+for one model name, or for clients whose API key names the profile. A route's
+``answers`` says which answers are checked against the request (gateway/schemas/rules.py).
 
 ``enforcement: report`` (on a rule, a route, an overlay or the whole policy; the
 most specific one wins, a rule's holds for everything inside its value) makes
@@ -36,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from gateway.policy.values import ValueSpec, json_equal
 from gateway.routes import ROUTE_NAMES as ROUTES
+from gateway.schemas.rules import AnswerChecks, JsonSchemaRules
 
 Action = Literal["pass", "reject", "strip", "rename", "default", "fanout"]
 UnknownAction = Literal["reject", "strip", "pass"]
@@ -94,6 +97,11 @@ class FieldRule(ValueSpec):
         description="an embeddings 'input' given as token ids (an array of integers, or of "
         "integer arrays): its own rule, e.g. reject, since ids minted by another tokenizer "
         "embed other text",
+    )
+    json_schema: JsonSchemaRules | None = Field(
+        default=None,
+        description="the value is a JSON Schema (a response format's, a tool's parameters): "
+        "checked keyword by keyword against what the engine honours, within limits",
     )
 
     @model_validator(mode="after")
@@ -173,6 +181,10 @@ class RoutePolicy(BaseModel):
     )
     enforcement: Enforcement | None = Field(default=None, description=_ENFORCEMENT)
     guarantees: Guarantees = Field(default_factory=Guarantees)
+    answers: AnswerChecks = Field(
+        default_factory=AnswerChecks,
+        description="the answers checked against what the request asked (off by default)",
+    )
     fields: dict[str, FieldRule] = Field(default_factory=dict)
 
 
@@ -183,6 +195,9 @@ class RouteOverlay(BaseModel):
 
     unknown_fields: UnknownAction | None = None
     enforcement: Enforcement | None = Field(default=None, description=_ENFORCEMENT)
+    answers: AnswerChecks = Field(
+        default_factory=AnswerChecks, description="answer checks laid over the route's"
+    )
     fields: dict[str, dict[str, Any]] = Field(default_factory=dict)
 
 
@@ -193,6 +208,10 @@ class Overlay(BaseModel):
 
     enforcement: Enforcement | None = Field(
         default=None, description="the enforcement of every route this overlay applies to"
+    )
+    answers: AnswerChecks = Field(
+        default_factory=AnswerChecks,
+        description="answer checks laid over those of every route this overlay applies to",
     )
     routes: dict[str, RouteOverlay] = Field(default_factory=dict)
 

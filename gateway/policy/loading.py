@@ -218,6 +218,12 @@ def _semantic_problems(doc: YamlDocument, policy: PolicyFile) -> list[Problem]:
             if not kinds & {"object", "any"}:
                 problem((*where, "fields"), "'fields' is for object values, and type excludes them")
             check_fields((*where, "fields"), rule.fields)
+        if rule.json_schema is not None and not kinds & {"object", "any"}:
+            problem(
+                (*where, "json_schema"),
+                "'json_schema' is for a value that is a JSON Schema (an object), and type "
+                "excludes objects",
+            )
         if rule.select is not None:
             if not kinds & {"object", "array", "any"}:
                 problem(

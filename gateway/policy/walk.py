@@ -23,9 +23,10 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.errors import InvalidRequest
+from gateway.errors import GatewayError, InvalidRequest
 from gateway.policy.compiled import CompiledSelect, ObjectRules, Rule
 from gateway.policy.fastwalk import passes
+from gateway.schemas.check import SchemaCheck
 
 # Outcomes recorded per field. "passed" is only recorded when tracing (explain):
 # the hot path records only what the operator needs to count.
@@ -58,9 +59,10 @@ class Outcome:
 @dataclass(frozen=True, slots=True)
 class Report:
     """What report-only rules would have refused: each field (path, REPORTED, error
-    code) and the first refusal, the 400 the client would have got."""
+    code) and the first refusal, the 400 the client would have got (or, for a report-only
+    answer check, the 502: gateway/proxy/answercheck.py)."""
 
-    error: InvalidRequest
+    error: GatewayError
     fields: tuple[Outcome, ...]
 
 
@@ -216,6 +218,8 @@ def walk_object(
         elif trace:
             outcomes.append(Outcome(_path(prefix, name), PASSED))
         if rule.nested and (type(value) is list or type(value) is dict):
+            if rule.schema is not None and type(value) is dict:
+                _check_schema(rule.schema, rule.report, value, _path(prefix, name), obj, walk)
             inner = walk_value(rule, value, _path(prefix, name), walk)
             if inner is not value:
                 replaced[name] = inner
@@ -276,6 +280,24 @@ def walk_object(
         new[name] = value
         outcomes.append(Outcome(_path(prefix, name), DEFAULTED, json.dumps(value)))
     return new
+
+
+def _check_schema(
+    check: SchemaCheck,
+    report: bool,
+    value: dict[str, Any],
+    path: str,
+    obj: dict[str, Any],
+    walk: Walk,
+) -> None:
+    """A JSON Schema value against its rule's ``json_schema`` (gateway/schemas/check.py):
+    each refusal, by the rule's enforcement (``report``) unless the
+    keyword's rule sets its own."""
+    refusals = check.refusals(value, path, obj)
+    for problem, own in refusals:
+        walk.reject(problem.param or path, problem, report=report if own is None else own)
+    if walk.trace and not refusals:
+        walk.outcomes.append(Outcome(path, PASSED, "JSON Schema checked"))
 
 
 def walk_value(rule: Rule, value: Any, path: str, walk: Walk) -> Any:

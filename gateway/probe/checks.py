@@ -25,7 +25,11 @@ from gateway.probe.verdict import (
 LIMIT = 4  # max_tokens under test: well under the base request's 16
 UNKNOWN_FIELD = "ft_probe_unknown_field"
 UNKNOWN = "(unknown field)"
-JSON_MAX_TOKENS = 64  # room for a JSON mode answer to close its braces
+JSON_MAX_TOKENS = 256  # room for a JSON mode answer to close its braces
+# OpenAI's JSON mode needs "JSON" in the messages, and without it a model may write
+# whitespace until the limit: the probe asks for JSON as clients are told to.
+JSON_PROMPT = "Describe Python lists. Answer in JSON: an object with a few short keys."
+WHITESPACE_RUN = 32  # trailing whitespace at least this long: unbounded whitespace
 
 _WORD = re.compile(r"[A-Za-z]{3,}")
 
@@ -193,9 +197,15 @@ def check_top_logprobs(probe: Probe) -> Verdict:
 
 
 def check_response_format(probe: Probe) -> Verdict:
-    """JSON mode: the text parses as a JSON object (chat only)."""
+    """JSON mode: the text parses as a JSON object (chat only). Asked as OpenAI asks it
+    to be used (a message that says JSON, tokens enough to close the braces), so an
+    engine that has it gets to show it; an answer that runs to the token limit in
+    whitespace is the defect named (the grammar lets whitespace go on unbounded)."""
     answer = probe.post(
-        temperature=0, max_tokens=JSON_MAX_TOKENS, response_format={"type": "json_object"}
+        messages=[{"role": "user", "content": JSON_PROMPT}],
+        temperature=0,
+        max_tokens=JSON_MAX_TOKENS,
+        response_format={"type": "json_object"},
     )
     trial, bad = probe.judge("response_format", answer)
     if bad is not None:
@@ -205,10 +215,17 @@ def check_response_format(probe: Probe) -> Verdict:
         parsed = json.loads(text)
     except ValueError:
         parsed = None
+    tail = len(text) - len(text.rstrip())
     if isinstance(parsed, dict):
         outcome, how = HONOURED, "the text is a JSON object"
     elif text.strip() and not text.lstrip().startswith("{"):
         outcome, how = IGNORED, f"the text is not JSON: {quote(text)}"
+    elif tail >= WHITESPACE_RUN or not text.strip("{ \n\r\t"):
+        outcome = BROKEN
+        how = (
+            f"unbounded whitespace: the answer ends in {tail} whitespace characters "
+            f"at the token limit ({completion_tokens(answer)} tokens): {quote(text)}"
+        )
     else:
         outcome = INCONCLUSIVE
         how = f"the text does not parse, but may have been cut short: {quote(text)}"

@@ -16,6 +16,7 @@ from gateway.probe.cases import cases_path, probe_cases
 from gateway.probe.client import EngineClient
 from gateway.probe.clients import judge_clients, report_lines
 from gateway.probe.context import ProbeError
+from gateway.probe.keywords import SAMPLES as KEYWORD_SAMPLES
 from gateway.probe.progress import Progress
 from gateway.probe.report import render_markdown, render_table
 from gateway.probe.responses import RESPONSES
@@ -68,7 +69,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         '{"enable_thinking": false}}\'',
     )
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
-    parser.add_argument("--max-requests", type=int, default=120, help="request budget")
+    parser.add_argument(
+        "--max-requests",
+        type=int,
+        default=None,
+        help="request budget (default: the most the probe of the routes sends; with JSON "
+        "mode honoured, its schema keywords take about 500)",
+    )
+    parser.add_argument(
+        "--keyword-samples",
+        type=int,
+        default=KEYWORD_SAMPLES,
+        help="answers per JSON-Schema keyword case (its control takes half as many); fewer "
+        "is quicker and less sure",
+    )
     parser.add_argument(
         "--seed-under-load",
         choices=SEED_CHOICES,
@@ -123,8 +137,10 @@ def run(args: argparse.Namespace) -> int:
         extra = _extra(args.extra)
         if not args.upstream.startswith(("http://", "https://")):
             raise ValueError(f"--upstream must be an http(s) URL, got {args.upstream!r}")
-        if args.timeout <= 0 or args.max_requests < 1:
+        if args.timeout <= 0 or (args.max_requests is not None and args.max_requests < 1):
             raise ValueError("--timeout and --max-requests must be positive")
+        if args.keyword_samples < 1:
+            raise ValueError("--keyword-samples must be positive")
         _check_target(args.out, "--out")
         _check_target(args.report, "--report")
     except ValueError as exc:
@@ -132,12 +148,14 @@ def run(args: argparse.Namespace) -> int:
         return 2
     routes = ROUTES[args.route]
     api_key = os.environ.get(args.api_key_env) if args.api_key_env else None
-    progress = Progress(min(planned_requests(routes), args.max_requests))
+    plan = planned_requests(routes, keyword_samples=args.keyword_samples)
+    budget = plan if args.max_requests is None else args.max_requests
+    progress = Progress(min(plan, budget))
     client = EngineClient(
         args.upstream,
         api_key=api_key,
         timeout=args.timeout,
-        max_requests=args.max_requests,
+        max_requests=budget,
         on_request=lambda: progress.update(done=client.sent),
     )
     try:
@@ -149,6 +167,7 @@ def run(args: argparse.Namespace) -> int:
                 routes=routes,
                 extra=extra,
                 progress=progress,
+                keyword_samples=args.keyword_samples,
             )
     except ProbeError as exc:
         progress.close()

@@ -54,6 +54,7 @@ _FUNCTION: Rule = {
             "pattern": "[a-zA-Z0-9_-]{1,64}",
         },
         "description": {"action": "pass", "type": "string"},
+        # The tools are refused until probed (structured_rules.py writes them then).
         "parameters": {"action": "pass", "type": "object"},
         "strict": {"action": "pass", "type": "boolean"},
     },

@@ -77,6 +77,7 @@ def render_markdown(result: ProbeResult) -> str:
             for trial in verdict.trials:
                 lines.append(f"  - sent {_code(trial.sent)} → {_cell(trial.got)}")
         lines += ["", "</details>", ""]
+    lines += _below_lines(result)
     if result.responses is not None:
         lines += ["## /v1/responses", "", table_line(result.responses), ""]
         lines += [
@@ -92,6 +93,38 @@ def render_markdown(result: ProbeResult) -> str:
     return "\n".join(lines)
 
 
+# The sections below the field, by the title the report gives each.
+KEYWORDS = "json_schema keywords"
+TOOLS = "tool calling"
+NATIVE_KEYWORDS = "json_schema keywords (/v1/responses, native)"
+
+
+def _below_lines(result: ProbeResult) -> list[str]:
+    """The report's sections below the field: each tool check and keyword case."""
+    found = result.structured
+    if found is None:
+        return []
+    lines: list[str] = []
+    sections = ((TOOLS, found.tools), (KEYWORDS, found.keywords))
+    for title, verdicts in (*sections, (NATIVE_KEYWORDS, found.native_keywords)):
+        if not verdicts:
+            if title == KEYWORDS and "keywords" in found.notes:
+                lines += [f"## {title}", "", f"Not measured: {_cell(found.notes['keywords'])}", ""]
+            continue
+        lines += [
+            f"## {title}",
+            "",
+            "| field | verdict | confidence | evidence |",
+            "|---|---|---|---|",
+        ]
+        lines += [
+            f"| {_cell(v.field)} | **{v.outcome}** | {_confidence(v)} | {_cell(v.summary)} |"
+            for v in verdicts
+        ]
+        lines.append("")
+    return lines
+
+
 def render_table(result: ProbeResult, *, width: int = 100) -> str:
     """A plain-text table for the terminal."""
     lines: list[str] = []
@@ -104,6 +137,18 @@ def render_table(result: ProbeResult, *, width: int = 100) -> str:
         for v in route.verdicts:
             head = f"  {v.field:<{name_width}}  {v.outcome:<12}  {_confidence(v):>5}  "
             lines.append(head + trim(v.summary.replace("\n", " "), max(20, width - len(head))))
+        lines.append("")
+    if result.structured is not None:
+        for title, verdicts in (
+            (TOOLS, result.structured.tools),
+            (KEYWORDS, result.structured.keywords),
+        ):
+            tally = ", ".join(
+                f"{sum(v.outcome == o for v in verdicts)} {o}"
+                for o in dict.fromkeys(v.outcome for v in verdicts)
+            )
+            lines.append(f"{title}: {tally or 'not measured'}")
+            lines += [f"  {v.field}: {v.outcome}" for v in verdicts if v.outcome != "honoured"]
         lines.append("")
     if result.responses is not None:
         lines += [table_line(result.responses), ""]

@@ -22,8 +22,21 @@ from gateway.probe.client import Answer, EngineClient
 from gateway.probe.fields import PROBED, Rule
 from gateway.probe.native import NativeProbe, describe, judged
 from gateway.probe.route import CHAT
+from gateway.probe.structured import StructuredProbe
+from gateway.probe.structured_rules import (
+    NATIVE_ANCHOR,
+    SchemaAnchor,
+    format_rules,
+    keyword_table,
+    text_format_rule,
+    tool_rules,
+    tools_honoured,
+)
 from gateway.probe.verdict import (
+    BROKEN,
     HONOURED,
+    REFUSED_BECAUSE,
+    REJECTED,
     Verdict,
     verdict_line,
 )
@@ -188,7 +201,7 @@ def _follow(name: str, verdict: Verdict | None, spec: Rule) -> tuple[str, Rule]:
     return f"{name}: {shown}", rule
 
 
-def _text_rule(honoured: bool) -> Rule:
+def _text_rule(honoured: bool, table: SchemaAnchor | None = None) -> Rule:
     json_rule: Rule = (
         {"action": "pass"}
         if honoured
@@ -197,23 +210,33 @@ def _text_rule(honoured: bool) -> Rule:
             "reason": "JSON mode and structured outputs are not supported by this engine.",
         }
     )
+    format_rule = format_rules(json_rule, json_rule)
+    del format_rule["select"]["unknown"]  # an unknown type: refused as before (no rule)
+    if honoured and table is not None:
+        format_rule = text_format_rule(table)
+        format_rule["select"]["rules"]["json_object"] = {"fields": {"type": {"action": "pass"}}}
+        format_rule["select"]["rules"]["text"] = {"fields": {"type": {"action": "pass"}}}
     return {
         "action": "pass",
         "type": "object",
         "fields": {
-            "format": {
-                "action": "pass",
-                "type": "object",
-                "select": {
-                    "key": "type",
-                    "rules": {
-                        "text": {"fields": {}},
-                        "json_object": json_rule,
-                        "json_schema": json_rule,
-                    },
-                },
-            },
+            "format": format_rule,
             "verbosity": {"action": "reject", "type": "string", "neutral": ["medium"]},
+        },
+    }
+
+
+def _responses_tools(chat_rules: dict[str, Any]) -> Rule:
+    """The chat route's tools rule in the Responses API's flat shape."""
+    chat_tools = chat_rules["tools"].value
+    function = chat_tools["select"]["rules"]["function"]["fields"]["function"]["fields"]
+    return {
+        "action": "pass",
+        "type": "array",
+        "select": {
+            "key": "type",
+            "rules": {"function": {"fields": {"type": {"action": "pass"}, **function}}},
+            "unknown": {"action": "reject"},
         },
     }
 
@@ -299,8 +322,17 @@ _TRANSLATED_ITEMS: dict[str, Rule] = {
 }
 
 
-def route_lines(found: ResponsesProbe, chat: Any, day: str) -> list[str]:
-    """The /v1/responses rules of the written policy (``chat``: the chat route's result)."""
+def route_lines(
+    found: ResponsesProbe,
+    chat: Any,
+    day: str,
+    *,
+    structured: StructuredProbe | None = None,
+    anchor: SchemaAnchor | None = None,
+) -> list[str]:
+    """The /v1/responses rules of the written policy (``chat``: the chat route's result;
+    ``structured``: what the probe found below the field, ``anchor`` the chat route's
+    keyword table)."""
     indent = "      "
     mode = "native" if found.native else "translate"
     lines = [f"  {RESPONSES}:"]
@@ -327,15 +359,45 @@ def route_lines(found: ResponsesProbe, chat: Any, day: str) -> list[str]:
     json_verdict = found.verdict("text")
     if json_verdict is None and chat is not None:
         json_verdict = chat.verdict("response_format")
+    honoured = json_verdict is not None and json_verdict.outcome == HONOURED
+    table = anchor
+    if found.native and structured is not None:
+        # The engine's own route: its own keyword verdicts, when they were measured.
+        measured = structured.native_keywords
+        table = SchemaAnchor(keyword_table(measured, day), name=NATIVE_ANCHOR) if measured else None
     lines += comment(
-        f"text.format: {verdict_line(json_verdict) if json_verdict else 'not probed'}", indent
+        f"text.format: {verdict_line(json_verdict) if json_verdict else 'not probed'}"
+        + ("; json_schema: each keyword as probed" if honoured and table else ""),
+        indent,
     )
-    lines += entry_lines(
-        "text", _text_rule(json_verdict is not None and json_verdict.outcome == HONOURED), indent
-    )
-    lines += comment("Tool calling is not probed: refused until verified.", indent)
-    lines += entry_lines("tools", {"action": "reject", "type": "array", "neutral": [[]]}, indent)
+    if json_verdict is not None and json_verdict.outcome in (BROKEN, REJECTED) and found.native:
+        # The engine cannot take text at all (it failed on it): not even a neutral one.
+        text_rule: Rule = {
+            "action": "reject",
+            "type": "object",
+            "neutral": [{"format": {"type": "text"}}],
+            "drop_neutral": True,
+            "reason": REFUSED_BECAUSE[json_verdict.outcome],
+        }
+    else:
+        text_rule = _text_rule(honoured, table if structured is not None else None)
+    lines += entry_lines("text", text_rule, indent)
+    calling = tools_honoured(structured) and not found.native
+    if calling and structured is not None:
+        lines += comment(
+            "Tools follow the chat route's tool calling (translated onto chat).", indent
+        )
+        chat_rules = tool_rules(structured, anchor if table is not None else None, day)
+        lines += entry_lines("tools", _responses_tools(chat_rules), indent)
+        lines += entry_lines("tool_choice", chat_rules["tool_choice"], indent)
+    else:
+        lines += comment("Tool calling is not probed: refused until verified.", indent)
+        lines += entry_lines(
+            "tools", {"action": "reject", "type": "array", "neutral": [[]]}, indent
+        )
     for name, rule in _REFUSED.items():
+        if calling and name == "tool_choice":
+            continue
         lines += entry_lines(name, _NATIVE.get(name, rule) if found.native else rule, indent)
     chained = found.verdict("previous_response_id")
     if found.native and chained is not None and chained.outcome != HONOURED:

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-from gateway.probe import anthropic, checks, messages, sampling, seed, vectors
+from gateway.probe import anthropic, checks, messages, sampling, seed, structured, vectors
 from gateway.probe.anthropic import MessagesProbe, probe_messages
 from gateway.probe.client import BudgetSpent, EngineClient
 from gateway.probe.context import (
@@ -19,11 +19,13 @@ from gateway.probe.context import (
     Probe,
     ProbeError,
 )
+from gateway.probe.keywords import SAMPLES as KEYWORD_SAMPLES
 from gateway.probe.native import NativeProbe
 from gateway.probe.progress import Progress
 from gateway.probe.responses import REQUESTS, RESPONSES, ResponsesProbe, probe_responses
 from gateway.probe.route import CHAT, ProbeRoute
-from gateway.probe.verdict import INCONCLUSIVE, Verdict
+from gateway.probe.structured import StructuredProbe, probe_native_keywords, probe_structured
+from gateway.probe.verdict import HONOURED, INCONCLUSIVE, Verdict
 from gateway.routes import MESSAGES
 
 
@@ -87,14 +89,21 @@ def checks_for(route: str) -> list[Check]:
     return [c for c in CHECKS if route == CHAT or not c.chat_only]
 
 
-def planned_requests(routes: Sequence[str]) -> int:
+def planned_requests(routes: Sequence[str], *, keyword_samples: int = KEYWORD_SAMPLES) -> int:
     """The most requests a probe of ``routes`` sends."""
     baseline = GREEDY_SAMPLES + FREE_SAMPLES
     chat_like = [r for r in routes if r not in (RESPONSES, MESSAGES) and r not in vectors.REQUESTS]
     native = REQUESTS if RESPONSES in routes else 0
     native += anthropic.REQUESTS if MESSAGES in routes else 0
     native += sum(vectors.REQUESTS.get(r, 0) for r in routes)
-    return native + sum(baseline + sum(c.requests for c in checks_for(r)) for r in chat_like)
+    below = (
+        structured.planned(keywords_too=True, native=RESPONSES in routes, samples=keyword_samples)
+        if CHAT in routes
+        else 0
+    )
+    return (
+        native + below + sum(baseline + sum(c.requests for c in checks_for(r)) for r in chat_like)
+    )
 
 
 @dataclass
@@ -122,6 +131,7 @@ class ProbeResult:
     requests: int = 0
     responses: ResponsesProbe | None = None  # when /v1/responses was probed
     messages: MessagesProbe | None = None  # when /v1/messages was probed
+    structured: StructuredProbe | None = None  # below the field, when chat was probed
 
     def route(self, path: str) -> RouteResult | None:
         return next((r for r in self.routes if r.route == path), None)
@@ -137,8 +147,10 @@ def probe_engine(
     progress: Progress | None = None,
     today: date | None = None,
     before_wave: BeforeWave | None = None,
+    keyword_samples: int = KEYWORD_SAMPLES,
 ) -> ProbeResult:
     """Probe each route; ProbeError when the engine answers no route's plain request.
+    ``keyword_samples``: answers per JSON-Schema keyword case (keywords.py).
 
     A route whose plain request fails is kept with its ``error`` and no verdicts.
     ``before_wave``: see load.py (tests hold the reference engine's steps with it).
@@ -159,6 +171,17 @@ def probe_engine(
             except BudgetSpent as exc:
                 native = kind(False, f"not measured: {exc}")
             setattr(result, slot, native)
+            text = native.verdict("text") if path == RESPONSES else None
+            if result.structured is not None and text is not None and text.outcome == HONOURED:
+                # Below the field on the engine's own Responses route, where it holds text.
+                show(f"{path} native keywords")
+                probe_native_keywords(
+                    client,
+                    result.structured,
+                    model=model,
+                    extra=result.extra,
+                    samples=keyword_samples,
+                )
             continue
         if path in vectors.PROBES:
             show(path)
@@ -182,6 +205,12 @@ def probe_engine(
                 gave_up = not _revive(probe)
             verdicts.append(_run(check, probe))
         result.routes.append(RouteResult(path, verdicts, probe.baseline))
+        if path == CHAT:
+            show(f"{path} tools and schema keywords")
+            json_mode = result.routes[-1].verdict("response_format")
+            result.structured = probe_structured(
+                probe, json_mode=json_mode, samples=keyword_samples
+            )
     show("done")
     result.requests = client.sent
     if result.routes and all(r.error is not None for r in result.routes):

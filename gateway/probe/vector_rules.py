@@ -79,7 +79,10 @@ def _embeddings_lines(route: _Verdicts, model: str, day: str) -> list[str]:
     else:
         input_rule["token_ids"] = {
             "action": "reject",
-            "reason": "Token ids are engine-specific: send the text.",
+            "reason": (
+                "Token ids are engine-specific: send the text (LangChain's "
+                "OpenAIEmbeddings sends ids unless given check_embedding_ctx_length=False)."
+            ),
         }
     lines += comment(_note("input (a batch)", batch, day), indent)
     lines += comment(_note("input (token ids)", ids, day), indent)

@@ -13,6 +13,14 @@ from gateway.probe.message_rules import messages_rule
 from gateway.probe.responses import route_lines as responses_route_lines
 from gateway.probe.route import CHAT
 from gateway.probe.runner import ProbeResult, RouteResult
+from gateway.probe.structured_rules import (
+    SchemaAnchor,
+    answers_rule,
+    keyword_table,
+    response_format_rule,
+    tool_rules,
+    tools_honoured,
+)
 from gateway.probe.vector_rules import route_lines as vector_route_lines
 from gateway.probe.vectors import PROBES as VECTOR_ROUTES
 from gateway.probe.verdict import (
@@ -126,13 +134,17 @@ def render_policy(
     lines += _unknown_comment(result, day)
     lines += _model_comment(result, day)
     lines += ["unknown_fields: reject", "", "routes:"]
+    below = result.structured
+    anchor = SchemaAnchor(keyword_table(below.keywords, day)) if below and below.keywords else None
     for route in result.routes:
         if route.error is None and route.route in VECTOR_ROUTES:
             lines += vector_route_lines(route.route, route.verdicts, result.model, day)
         elif route.error is None:
-            lines += _route_lines(route, result, day, seed_under_load)
+            lines += _route_lines(route, result, day, seed_under_load, anchor)
     if result.responses is not None:
-        lines += responses_route_lines(result.responses, result.route(CHAT), day)
+        lines += responses_route_lines(
+            result.responses, result.route(CHAT), day, structured=below, anchor=anchor
+        )
     if result.messages is not None:
         lines += messages_route_lines(result.messages, result.route(CHAT), day)
     return "\n".join(lines) + "\n"
@@ -155,8 +167,9 @@ def _model_comment(result: ProbeResult, day: str) -> list[str]:
         return []
     ignored = any(v is not None and v.outcome == IGNORED for _, v in found)
     why = (
-        "This engine answers a name it does not serve: keep it behind the gateway's table "
-        "of deployments (docs/fleet.md), which refuses unknown models."
+        "This engine answers a name it does not serve: the gateway refuses the names its "
+        "deployment does not serve (a fleet's models, or upstream.models, else the names "
+        "the engine lists: docs/fleet.md)."
         if ignored
         else "This engine refuses a name it does not serve."
     )
@@ -166,10 +179,26 @@ def _model_comment(result: ProbeResult, day: str) -> list[str]:
 
 
 def _route_lines(
-    route: RouteResult, result: ProbeResult, day: str, seed_under_load: str
+    route: RouteResult,
+    result: ProbeResult,
+    day: str,
+    seed_under_load: str,
+    anchor: SchemaAnchor | None,
 ) -> list[str]:
     indent = "      "
     lines = [f"  {route.route}:"]
+    below = result.structured if route.route == CHAT else None
+    calling = tools_honoured(below)
+    json_mode = route.verdict("response_format")
+    json_ok = below is not None and json_mode is not None and json_mode.outcome == HONOURED
+    checks = answers_rule(schema=json_ok, tool_calls=calling)
+    if checks:
+        lines += comment(
+            "Answers checked against what the request asked (what the probe's samples did "
+            "not catch is still never a 200 with bad data): docs/structured-outputs.md.",
+            "    ",
+        )
+        lines.append(f"    answers: {flow(checks)}")
     seed = route.verdict("seed")
     if seed is not None and seed.outcome in _SEED_GUARANTEE:
         lines += comment(
@@ -183,6 +212,8 @@ def _route_lines(
     for index, (note, rules) in enumerate(UNPROBED[route.route]):
         lines += comment(note, indent)
         for name, rule in rules.items():
+            if calling and name in _TOOL_FIELDS:
+                continue  # probed: written below with their verdicts
             lines += _rule_lines(name, rule, indent)
             named.add(name)
         if index == 0 and route.route == CHAT:
@@ -214,7 +245,18 @@ def _route_lines(
                 f"; served by fan-out: the gateway asks the engine n times (up to "
                 f"{FANOUT_MAXIMUM}) and merges the answers"
             )
+        if verdict.field == "response_format" and json_ok:
+            rule = response_format_rule(anchor)
+            note += "; json_schema: each keyword as probed below the field (json_schema.keywords)"
         lines += comment(note, indent)
         lines += _rule_lines(verdict.field, rule, indent)
+    if below is not None and calling:
+        lines.append("")
+        lines += comment(f"Tool calling, probed {day}: each choice as measured.", indent)
+        for name, value in tool_rules(below, anchor if json_ok else None, day).items():
+            lines += entry_lines(name, value, indent)
     lines.append("")
     return lines
+
+
+_TOOL_FIELDS = ("tools", "tool_choice", "parallel_tool_calls")

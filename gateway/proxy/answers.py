@@ -11,6 +11,7 @@ parse error instead of an API error.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from gateway._types import Headers
@@ -34,35 +35,38 @@ def _is_json(media: bytes) -> bool:
 
 def check_head(status: int, headers: Headers, *, stream: bool) -> bool:
     """Whether the answer is a stream to relay; UpstreamProtocolError if unusable.
-    Error statuses pass here: their bodies are normalised, whatever they hold."""
-    if status >= 400:
+    Error statuses (400-599) pass here: their bodies are normalised, whatever they hold;
+    any other status, a redirect or one HTTP has not (below 100, past 599), is a 502."""
+    if 200 <= status < 300:
+        media = media_type(headers)
+        if stream and media == b"text/event-stream":
+            return True
+        if stream:
+            raise UpstreamProtocolError("The engine answered a streaming request without a stream.")
+        if not _is_json(media):
+            raise UpstreamProtocolError("The engine's answer is not JSON.")
         return False
-    if not 200 <= status < 300:
-        raise UpstreamProtocolError(
-            f"The engine answered HTTP {status}, which the gateway does not pass on "
-            "(it never follows or relays a redirect)."
-        )
-    media = media_type(headers)
-    if stream and media == b"text/event-stream":
-        return True
-    if stream:
-        raise UpstreamProtocolError("The engine answered a streaming request without a stream.")
-    if not _is_json(media):
-        raise UpstreamProtocolError("The engine's answer is not JSON.")
-    return False
+    if 400 <= status < 600:
+        return False
+    why = " (it never follows or relays a redirect)" if 300 <= status < 400 else ""
+    raise UpstreamProtocolError(
+        f"The engine answered HTTP {status:03d}, which the gateway does not pass on{why}."
+    )
 
 
 def error_answer(
     status: int,
     headers: Headers,
     data: bytes,
+    *,
+    secrets: Sequence[str] = (),
     shape: ErrorShape = OPENAI_ERRORS,
     request_id: bytes = b"",
 ) -> tuple[int, Headers, bytes, Any]:
     """The status, headers and body the client gets for an engine's error answer
-    (status >= 400) with ``headers`` (those it may get), normalised and written in the
-    client's API's ``shape``, and the inner error it holds."""
-    error = normalise_error(status, data)
+    (status >= 400) with ``headers`` (those it may get), normalised without ``secrets``
+    and written in the client's API's ``shape``, and the inner error it holds."""
+    error = normalise_error(status, data, secrets=secrets)
     status, data = shape.relayed(status, error, request_id.decode() or None)
     headers = [(n, v) for n, v in headers if n != b"content-type"]
     headers.append((b"content-type", _JSON))

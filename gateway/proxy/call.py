@@ -50,6 +50,7 @@ class Call:
         "plan",
         "hide",
         "include_usage",
+        "owner",
     )
 
     def __init__(self, route: str | None, scope: Scope, send: Send) -> None:
@@ -75,3 +76,4 @@ class Call:
         self.plan: Any = None  # the route's own state between prepare and answer
         self.hide = False  # usage asked of the engine for metering, not shown to the client
         self.include_usage = False  # the client asked a stream for its usage
+        self.owner: str | None = None  # who may read what it stores (None: its credentials')

@@ -18,6 +18,7 @@ import contextlib
 import functools
 import logging
 import time
+from typing import NamedTuple
 
 import orjson
 
@@ -32,22 +33,36 @@ from gateway.errors import (
     UpstreamUnavailable,
     UpstreamUnreachable,
 )
+from gateway.jsonbody.parse import parse_request
 from gateway.limits.limiter import Ticket, reservation
 from gateway.proxy.call import Call
 from gateway.proxy.fanout import fan_out
 from gateway.proxy.firstmessage import take_first
-from gateway.proxy.headers import DROP_UPSTREAM, filter_headers, with_request_id
+from gateway.proxy.headers import engine_query, with_request_id
 from gateway.proxy.openai import error_end
 from gateway.proxy.reply import reply
-from gateway.proxy.request import parse_request, read_body
+from gateway.proxy.request import read_body
 from gateway.proxy.route import Prepared, Route
 from gateway.proxy.watch import Watch
+from gateway.routing.hint import BATCH, Hint
 from gateway.state import GatewayState
 
 logger = logging.getLogger("gateway")
 # Where a deployment's failover takes the request: nothing was sent to an engine (every
 # replica out, none reachable, or the queue shed it).
 FAILOVER_ON = (UpstreamUnavailable, UpstreamUnreachable, Overloaded)
+# The scope key of an in-process request's Caller (an endpoint made ``inprocess`` only).
+CALLER = "ft_gateway.caller"
+
+
+class Caller(NamedTuple):
+    """Who an in-process request (a batch's line) is made for, in place of credentials:
+    the key's name and profile (the policy's overlay, the limits) and the owner of what
+    it stores."""
+
+    client: str | None
+    profile: str | None
+    owner: str
 
 
 def _client_left(cutoff: Cutoff, call: Call) -> None:
@@ -60,13 +75,17 @@ def _client_left(cutoff: Cutoff, call: Call) -> None:
 class ProxyEndpoint:
     """ASGI endpoint for one route."""
 
-    def __init__(self, state: GatewayState, route: Route) -> None:
+    def __init__(self, state: GatewayState, route: Route, *, inprocess: bool = False) -> None:
         self.state = state
         self.route = route
+        # Called in process (a batch's lines, gateway/batches/): the scope's Caller says
+        # whose the request is, and it waits behind interactive ones.
+        self.inprocess = inprocess
         self.upstream_path = route.upstream_path  # (a class attribute: read once, here)
         self.forward_query = route.forward_query
         # The route's Call with its name bound: made in C, one look-up per request.
         self.new_call = functools.partial(route.call_type, route.name)
+        self.headers = route.headers  # what crosses each way (the route's table)
         # Restart-only settings (a reload never changes them), read once, here: each
         # read of a pydantic model's attribute costs a slow look-up.
         settings = state.settings
@@ -85,14 +104,19 @@ class ProxyEndpoint:
             tracer.begin(record, headers)
         state.observer.started(record)
         ticket: Ticket | None = None
+        authenticated = False
         try:
             if state.drain.draining:
                 raise ShuttingDown(
                     "The gateway is shutting down; send the request again.",
                     headers={"Retry-After": "1", "Connection": "close"},
                 )
-            if state.authenticate is not None:
+            if self.inprocess:
+                caller: Caller = scope[CALLER]
+                record.client, call.profile, call.owner = caller
+            elif state.authenticate is not None:
                 record.client, call.profile = state.authenticate(headers)
+            authenticated = True
             bodies = [b""]
             if route.name is not None:
                 raw = await self._read_body(receive, call)
@@ -113,6 +137,9 @@ class ProxyEndpoint:
                     if target is not None and target.alias:
                         body = {**body, "model": target.served}
                         raw = orjson.dumps(body)
+                served = state.served
+                if served is not None and record.model not in served.names:
+                    await served.admit(record.model)  # (a name it lacks: read, or refused)
                 if state.hinter is not None:
                     # From the body as sent: the policy may strip prompt_cache_key.
                     call.hint = state.hinter.hint(
@@ -123,6 +150,9 @@ class ProxyEndpoint:
                         content=route.content,
                     )
                 prepared = await route.prepare(call, raw, body)
+                if self.inprocess:
+                    hint = call.hint
+                    call.hint = Hint(hint.source, hint.key, BATCH)
                 if state.limiter is not None:
                     ticket = await self._admit(call, prepared)
                 bodies = prepared.bodies
@@ -130,6 +160,8 @@ class ProxyEndpoint:
                 del raw, body, prepared
             await self._forward(call, scope, receive, bodies)
         except GatewayError as exc:
+            if authenticated and ticket is None and state.limiter is not None:
+                exc = await self._charged(call, exc)
             record.failed(exc)
             if isinstance(exc, RateLimited):
                 record.rate_limited = exc.limit
@@ -145,7 +177,12 @@ class ProxyEndpoint:
             record.bytes_out = responder.bytes_out
             state.observer.finished(record)
             if ticket is not None and state.limiter is not None:
-                await state.limiter.settle(ticket, record.usage, status=record.status)
+                status = record.status
+                if not status and record.client_disconnected and record.upstream_started:
+                    # Left before its answer, after the engine was asked: the engine did
+                    # the work, so it is charged as an answer that reported no usage.
+                    status = record.upstream_status or 200
+                await state.limiter.settle(ticket, record.usage, status=status)
 
     async def _admit(self, call: Call, prepared: Prepared) -> Ticket | None:
         """The request's hold on its key's limits, reserving its worst case in tokens."""
@@ -166,9 +203,23 @@ class ProxyEndpoint:
             call.responder.extra = ticket.headers
         return ticket
 
+    async def _charged(self, call: Call, exc: GatewayError) -> GatewayError:
+        """A request refused after authentication, before the limiter admitted it (its
+        body, its model, the policy): one request of its key all the same
+        (docs/limits.md), so refusals are no way past the limits. Its 4xx, or the 429
+        once the key's requests per minute are spent."""
+        limiter = self.state.limiter
+        if limiter is None or not 400 <= exc.status < 500 or isinstance(exc, RateLimited):
+            return exc
+        try:
+            call.responder.extra = await limiter.charge(call.record.client, call.profile)
+        except RateLimited as limited:
+            return limited
+        return exc
+
     def _upstream_headers(self, call: Call, auth: bytes | None) -> Headers:
         out = with_request_id(
-            filter_headers(call.headers, DROP_UPSTREAM, call.named),
+            self.headers.to_engine(call.headers, call.named),
             call.responder.request_id,
             call.engine_id,
         )
@@ -188,7 +239,9 @@ class ProxyEndpoint:
         path: str = self.upstream_path or scope["path"]
         query: bytes = scope.get("query_string", b"")
         if query and self.forward_query:
-            path = f"{path}?{query.decode('latin-1')}"
+            query = engine_query(query)
+            if query:
+                path = f"{path}?{query.decode('latin-1')}"
         target = call.target
         engine = state.engines.default if target is None else target.engine
         headers = self._upstream_headers(call, engine.auth)
@@ -201,7 +254,9 @@ class ProxyEndpoint:
             record.upstream_replica = engine.replica
             method: str = scope["method"]
             if len(bodies) > 1:
-                fanned = fan_out(engine.upstream, call, limits=state.settings.limits)
+                fanned = fan_out(
+                    engine.upstream, call, limits=state.settings.limits, headers=self.headers
+                )
                 response = await fanned.start(method, path, headers=headers, bodies=bodies)
             else:
                 fanned = None

@@ -1,40 +1,24 @@
-"""Engine error bodies in other shapes, normalised to OpenAI's.
+"""Engine error bodies in other shapes, normalised to OpenAI's, safe by construction.
 
 vLLM sends ``{"error": {..., "code": 400}}`` (an integer code, which breaks some
 SDK parsers); SGLang's non-streaming errors are flat ``{"object": "error", ...}``;
 llama.cpp's Python server answers validation errors with a 500 whose message
 holds its file paths. Clients get ``{"error": {message, type, param, code}}``
-with a string-or-null code; a 5xx never carries the engine's own text, and
-neither does a 4xx message that shows the engine's insides (a traceback, a
-source path, a private or loopback address).
+with a string-or-null code. A 5xx never carries the engine's own text; a 4xx's
+message, param, code and type pass only in the shapes of safetext.py (words of a
+validation message, a field path, OpenAI's codes and types), after every known
+secret is removed: nothing an engine repeats (its own key, a host, a path) can
+reach a client through them.
 """
 
 from __future__ import annotations
 
-import re
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
-_OPENAI_TYPES = {
-    "invalid_request_error",
-    "authentication_error",
-    "permission_error",
-    "not_found_error",
-    "rate_limit_error",
-    "server_error",
-    "api_error",
-}
-MAX_MESSAGE = 2000
-_INTERNALS = re.compile(
-    r"Traceback \(most recent call last\)"
-    r"|File \"[^\"]+\", line \d+"
-    r"|(?<![\w.])(?:10|127)(?:\.\d{1,3}){3}(?![\w.])"
-    r"|(?<![\w.])192\.168(?:\.\d{1,3}){2}(?![\w.])"
-    r"|(?<![\w.])172\.(?:1[6-9]|2\d|3[01])(?:\.\d{1,3}){2}(?![\w.])"
-    r"|\blocalhost:\d+|\.svc\.cluster\.local\b|\.internal\b"
-    r"|(?:^|[\s'\"(=])/(?:usr|opt|srv|home|root|app|var|tmp|workspace)/"
-)
+from gateway.proxy.safetext import safe_code, safe_message, safe_param, safe_type
 
 
 def _generic_inner(status: int) -> dict[str, Any]:
@@ -46,8 +30,9 @@ def _generic_inner(status: int) -> dict[str, Any]:
     }
 
 
-def normalise_error(status: int, body: bytes) -> dict[str, Any]:
-    """OpenAI's inner error object for an engine error answer (status >= 400)."""
+def normalise_error(status: int, body: bytes, *, secrets: Sequence[str] = ()) -> dict[str, Any]:
+    """OpenAI's inner error object for an engine error answer (status >= 400), with
+    ``secrets`` (safetext.known_secrets) removed."""
     if status >= 500:
         return _generic_inner(status)
     try:
@@ -56,10 +41,12 @@ def normalise_error(status: int, body: bytes) -> dict[str, Any]:
         data = None
     if not isinstance(data, dict):
         return _generic_inner(status)
-    return engine_error_object(data, status=status)
+    return engine_error_object(data, status=status, secrets=secrets)
 
 
-def engine_error_object(data: dict[str, Any], *, status: int | None) -> dict[str, Any]:
+def engine_error_object(
+    data: dict[str, Any], *, status: int | None, secrets: Sequence[str] = ()
+) -> dict[str, Any]:
     """OpenAI's inner error object for an engine's error value. ``status`` None: an
     error event mid-stream, judged by its own integer ``code`` (vLLM puts the
     HTTP status there); without one it counts as a server error."""
@@ -74,17 +61,23 @@ def engine_error_object(data: dict[str, Any], *, status: int | None) -> dict[str
         status = code if isinstance(code, int) and 400 <= code < 500 else 500
     if status >= 500:
         return _generic_inner(status)
-    message = inner.get("message")
-    if not isinstance(message, str) or not message or _INTERNALS.search(message):
-        message = f"The engine rejected the request (HTTP {status})."
-    kind = inner.get("type")
-    if kind not in _OPENAI_TYPES:
-        kind = "invalid_request_error"
-    param = inner.get("param")
-    code = inner.get("code")
+    message = safe_message(inner.get("message"), secrets)
     return {
-        "message": message[:MAX_MESSAGE],
-        "type": kind,
-        "param": param if isinstance(param, str) else None,
-        "code": code if isinstance(code, str) else None,
+        "message": message or f"The engine rejected the request (HTTP {status}).",
+        "type": safe_type(inner.get("type")),
+        "param": safe_param(inner.get("param"), secrets),
+        "code": safe_code(inner.get("code")),
+    }
+
+
+def scrubbed(error: dict[str, Any], secrets: Sequence[str]) -> dict[str, Any]:
+    """An error object already normalised (its shapes safe), checked again against the
+    request's ``secrets``, which were not known where it was read (a stream's reader)."""
+    if not secrets:
+        return error
+    return {
+        "message": safe_message(error.get("message"), secrets) or "The engine failed.",
+        "type": error.get("type"),
+        "param": safe_param(error.get("param"), secrets),
+        "code": error.get("code"),
     }

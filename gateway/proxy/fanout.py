@@ -24,7 +24,7 @@ the client's seed (so it is the answer ``n: 1`` gives) and choice i > 0 gets
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,7 +35,7 @@ from gateway.limits.meter import Usage, answer_usage, total_usage, usage_of
 from gateway.proxy.answers import check_head
 from gateway.proxy.call import Call
 from gateway.proxy.events import EventReader
-from gateway.proxy.headers import DROP_DOWNSTREAM, choice_headers, filter_headers
+from gateway.proxy.headers import DEFAULT_HEADERS, HeaderPolicy, choice_headers
 from gateway.proxy.merge import StreamMerge, merge_answers
 from gateway.settings import Limits
 from gateway.upstream.base import UpstreamClient, UpstreamResponse
@@ -112,10 +112,14 @@ class _Answer:
         self._data = data if data is not None else head.data
 
     def chunks(self) -> AsyncIterator[bytes]:
-        return self.fanout.merged()
+        self.fanout.stream = stream = self.fanout.merged()  # (closed by close())
+        return stream
 
     async def read(self, limit: int) -> bytes:
         return self._data or b""  # each answer was read within the limit
+
+    def finish(self) -> None:
+        self.fanout.finish()
 
     async def aclose(self) -> None:
         await self.fanout.close()
@@ -124,12 +128,21 @@ class _Answer:
 class FanOut:
     """One client request answered by n engine requests."""
 
-    def __init__(self, upstream: UpstreamClient, call: Call, *, limits: Limits) -> None:
+    def __init__(
+        self,
+        upstream: UpstreamClient,
+        call: Call,
+        *,
+        limits: Limits,
+        headers: HeaderPolicy = DEFAULT_HEADERS,
+    ) -> None:
         self.upstream = upstream
         self.call = call
         self.limits = limits
+        self.headers = headers  # the route's: which engine headers the client may get
         self.usage: Usage | None = None  # every engine request's, summed
         self._heads: list[_Head] = []
+        self.stream: AsyncGenerator[bytes] | None = None  # merged(), once it is read
         self._starts: list[asyncio.Task[_Head]] = []
         self._readers: list[asyncio.Task[None]] = []
 
@@ -177,7 +190,7 @@ class FanOut:
         )
         del body, headers
         try:
-            out = filter_headers(response.headers, DROP_DOWNSTREAM)
+            out = self.headers.to_client(response.headers)
             if check_head(response.status, out, stream=self.call.record.stream):
                 return _Head(response, out, None)
             data = await response.read(self.limits.max_response_bytes)
@@ -186,7 +199,7 @@ class FanOut:
             raise
         return _Head(response, out, data)
 
-    async def merged(self) -> AsyncIterator[bytes]:
+    async def merged(self) -> AsyncGenerator[bytes]:
         """The n streams' events as one engine stream, as they come; it stops early
         where a stream ends before its ``[DONE]`` (the relay calls that cut short) and
         raises the failure of a stream that breaks."""
@@ -222,12 +235,22 @@ class FanOut:
                 if reader.done:
                     finished += 1
                     if finished == n:
+                        # (The relay reads no further than this end.)
+                        self.usage = total_usage([usage_of(u) for u in merge.usages])
                         yield merge.end()
         finally:
             self.usage = total_usage([usage_of(u) for u in merge.usages])
 
+    def finish(self) -> None:
+        """Every stream came to its end event: each response may keep its connection."""
+        for head in self._heads:
+            head.response.finish()
+
     async def close(self) -> None:
         """Stop every task and close every engine response (cut or not, at once)."""
+        if self.stream is not None:
+            stream, self.stream = self.stream, None
+            await stream.aclose()
         tasks: list[asyncio.Task[Any]] = [*self._readers, *self._starts]
         self._readers, self._starts = [], []
         for task in tasks:
@@ -252,9 +275,15 @@ class FanOut:
                 raise failure
 
 
-def fan_out(upstream: UpstreamClient, call: Call, *, limits: Limits) -> FanOut:
-    """The fan-out of ``call`` over ``upstream``."""
-    return FanOut(upstream, call, limits=limits)
+def fan_out(
+    upstream: UpstreamClient,
+    call: Call,
+    *,
+    limits: Limits,
+    headers: HeaderPolicy = DEFAULT_HEADERS,
+) -> FanOut:
+    """The fan-out of ``call`` over ``upstream`` (``headers``: its route's table)."""
+    return FanOut(upstream, call, limits=limits, headers=headers)
 
 
 def _failed(task: asyncio.Task[_Head]) -> bool:

@@ -1,10 +1,19 @@
-"""Which headers cross the gateway, each way.
+"""Which headers cross the gateway, each way: one table (``HeaderPolicy``), which a
+route extends; docs/headers.md shows it row for row (a test holds them equal).
 
-Hop-by-hop headers (RFC 9110 7.6.1) and whatever ``Connection`` names belong
-to one connection, never forwarded. Upstream, the engine's Host is its own,
-the body length is the gateway's, the client's key (``Authorization``, or
-Anthropic's ``x-api-key``) is not the engine's, and
-compression would stop the gateway reading error bodies.
+To the engine, a header passes unless the table drops or replaces it, or its name
+is credential-like (``x-api-key``, Anthropic's key, ``*-token``, ``*-secret``, ...) or of the
+forwarding family (``x-forwarded-*``, ``forwarded``, ``x-real-ip``): the client's
+keys are not the engine's, and the addresses a client claims are not the gateway's
+to vouch for. Hop-by-hop headers (RFC 9110 7.6.1) and whatever ``Connection`` names
+belong to one connection, never forwarded either way. The engine's Host is its own,
+the body length is the gateway's, and compression would stop the gateway reading
+error bodies. The query string loses its credential-like parameters (``api_key``).
+
+To the client, an engine header passes only if the table relays it (an allow-list):
+an engine's cookies, its Server, the host names and addresses its proxies add are
+nobody's business but the operator's; Content-Type and Retry-After are what a
+client uses.
 
 What an engine gets as ``X-Request-ID`` is always a UUID (some engines refuse
 anything else: llama-cpp-python's server answers 400 with an empty body): the
@@ -19,9 +28,14 @@ import os
 import re
 import uuid
 from collections.abc import Mapping
+from urllib.parse import unquote_to_bytes
 
 from gateway._types import Headers
 
+FORWARDED = "forwarded"  # to the engine as the client sent it
+RELAYED = "relayed"  # to the client as the engine sent it
+DROPPED = "dropped"
+REPLACED = "replaced"  # the gateway sends its own
 HOP_BY_HOP = frozenset(
     {
         b"connection",
@@ -36,17 +50,147 @@ HOP_BY_HOP = frozenset(
         b"upgrade",
     }
 )
-DROP_UPSTREAM = HOP_BY_HOP | {
-    b"host",
-    b"content-length",
-    b"authorization",
-    b"x-api-key",  # Anthropic's header for the same key: the client's, never the engine's
-    b"accept-encoding",
-    b"expect",
-    b"x-request-id",
-    b"cookie",
+# name: (to the engine, to the client). A name not here: forwarded unless its name
+# says credential or forwarding (``_dropped_name``); never relayed.
+TABLE: dict[bytes, tuple[str, str]] = {
+    **dict.fromkeys(HOP_BY_HOP, (DROPPED, DROPPED)),
+    b"host": (REPLACED, DROPPED),
+    b"content-length": (REPLACED, REPLACED),
+    b"accept-encoding": (REPLACED, DROPPED),
+    b"expect": (DROPPED, DROPPED),
+    b"x-request-id": (REPLACED, REPLACED),
+    b"x-client-request-id": (FORWARDED, DROPPED),
+    b"authorization": (REPLACED, DROPPED),
+    b"cookie": (DROPPED, DROPPED),
+    b"set-cookie": (DROPPED, DROPPED),
+    b"x-api-key": (DROPPED, DROPPED),
+    b"api-key": (DROPPED, DROPPED),
+    b"forwarded": (DROPPED, DROPPED),
+    b"x-forwarded-for": (DROPPED, DROPPED),
+    b"x-forwarded-host": (DROPPED, DROPPED),
+    b"x-forwarded-proto": (DROPPED, DROPPED),
+    b"x-real-ip": (DROPPED, DROPPED),
+    b"content-type": (FORWARDED, RELAYED),
+    b"retry-after": (FORWARDED, RELAYED),
+    b"retry-after-ms": (FORWARDED, RELAYED),
+    b"user-agent": (FORWARDED, DROPPED),
+    b"anthropic-version": (FORWARDED, DROPPED),
+    b"anthropic-beta": (FORWARDED, DROPPED),
+    b"server": (FORWARDED, DROPPED),
+    b"via": (FORWARDED, DROPPED),
 }
-DROP_DOWNSTREAM = HOP_BY_HOP | {b"content-length", b"date", b"server", b"x-request-id"}
+_CREDENTIAL_NAME = re.compile(
+    rb"(?:^|-)(?:api-?key|apikey|key|token|secret|password|passwd|auth|authorization"
+    rb"|credentials?|cookie|signature)(?:-|$)"
+)
+_CLAIMED_ADDRESS = frozenset(
+    {
+        b"true-client-ip",
+        b"x-client-ip",
+        b"cf-connecting-ip",
+        b"fastly-client-ip",
+        b"x-cluster-client-ip",
+        b"x-original-forwarded-for",
+    }
+)
+# Names remembered per table (a client may send any): past this, each new one is
+# judged every time it comes, and nothing grows.
+_MAX_NAMES = 4096
+
+
+def _dropped_name(name: bytes) -> bool:
+    """A header name (lower case) that says credential, or an address a client claims."""
+    name = name.replace(b"_", b"-")
+    return (
+        _CREDENTIAL_NAME.search(name) is not None
+        or name.startswith(b"x-forwarded-")
+        or name in _CLAIMED_ADDRESS
+    )
+
+
+class HeaderPolicy:
+    """The table of what crosses the gateway each way (``TABLE``'s shape), compiled."""
+
+    def __init__(self, table: Mapping[bytes, tuple[str, str]]) -> None:
+        self.table = dict(table)
+        # Header name -> whether it goes to the engine: the table's names, and each other
+        # name once seen (judged by its look, ``_dropped_name``).
+        self._forwards = {name: up == FORWARDED for name, (up, _) in self.table.items()}
+        self._relays = frozenset(n for n, (_, down) in self.table.items() if down == RELAYED)
+
+    def extend(
+        self,
+        *,
+        upstream: Mapping[bytes, str] | None = None,
+        downstream: Mapping[bytes, str] | None = None,
+    ) -> HeaderPolicy:
+        """A new table: this one with ``upstream``/``downstream`` actions set by name (a
+        route's own headers: its credential dropped, its protocol's headers relayed)."""
+        table = dict(self.table)
+        for name, action in (upstream or {}).items():
+            down = table.get(name, (FORWARDED, DROPPED))[1]
+            table[name] = (action, down)
+        for name, action in (downstream or {}).items():
+            up = table.get(name, (DROPPED if _dropped_name(name) else FORWARDED, DROPPED))[0]
+            table[name] = (up, action)
+        return HeaderPolicy(table)
+
+    def rows(self) -> dict[str, tuple[str, str]]:
+        """The table by name, for its documentation."""
+        return {name.decode(): actions for name, actions in self.table.items()}
+
+    def to_engine(self, headers: Headers, named: Mapping[bytes, bytes] | None = None) -> Headers:
+        """The client's ``headers`` an engine may get (``named``: the same by name, where
+        the caller has them); the gateway adds those it replaces."""
+        forwards = self._forwards
+        try:
+            out = [h for h in headers if forwards[h[0]]]
+        except KeyError:  # a name not seen yet (a plain dict: the look-up stays specialised)
+            out = [h for h in headers if self._forwarded(h[0])]
+        if named is None:
+            named = dict(headers)  # (made in C: cheaper than a loop in Python)
+        return out if b"connection" not in named else _without_connection_named(out, headers)
+
+    def _forwarded(self, name: bytes) -> bool:
+        verdict = self._forwards.get(name)
+        if verdict is None:
+            verdict = not _dropped_name(name)
+            if len(self._forwards) < _MAX_NAMES:
+                self._forwards[name] = verdict
+        return verdict
+
+    def to_client(self, headers: Headers) -> Headers:
+        """The engine's ``headers`` a client may get; the gateway adds those it replaces."""
+        relays = self._relays
+        out = [h for h in headers if h[0] in relays]
+        if not out or b"connection" not in dict(headers):
+            return out
+        return _without_connection_named(out, headers)
+
+
+def _without_connection_named(out: Headers, headers: Headers) -> Headers:
+    """``out`` without the headers that ``headers``' Connection names."""
+    listed: set[bytes] = set()
+    for name, value in headers:
+        if name == b"connection":
+            listed.update(t.strip().lower() for t in value.split(b","))
+    return [h for h in out if h[0] not in listed] if listed else out
+
+
+DEFAULT_HEADERS = HeaderPolicy(TABLE)
+
+
+def engine_query(query: bytes) -> bytes:
+    """The client's query string without its credential-like parameters (``api_key``,
+    ``access_token``, ``key``): the rest as sent, in order."""
+    kept = [
+        pair
+        for pair in query.split(b"&")
+        if pair and not _dropped_name(unquote_to_bytes(pair.partition(b"=")[0]).lower())
+    ]
+    return b"&".join(kept)
+
+
 _REQUEST_ID = re.compile(rb"^[A-Za-z0-9._:\-]{1,128}$")
 CLIENT_REQUEST_ID = b"x-client-request-id"
 # The namespace of the UUIDs the gateway derives with uuid5.
@@ -127,23 +271,3 @@ def choice_request_id(engine_id: bytes, index: int) -> bytes:
 def choice_headers(headers: Headers, index: int) -> Headers:
     """``headers`` (an engine request's) with fan-out request ``index``'s X-Request-ID."""
     return [(n, choice_request_id(v, index) if n == b"x-request-id" else v) for n, v in headers]
-
-
-def filter_headers(
-    headers: Headers, drop: frozenset[bytes], named: Mapping[bytes, bytes] | None = None
-) -> Headers:
-    """``headers`` without ``drop`` (which names ``Connection``) and without what
-    ``Connection`` names; ``named``: the same headers by name, where the caller has
-    them (a look-up there saves a scan)."""
-    out = [h for h in headers if h[0] not in drop]
-    if len(out) == len(headers):
-        return out
-    if named is None:
-        named = dict(headers)  # (made in C: cheaper than a loop in Python)
-    if b"connection" not in named:
-        return out
-    listed: set[bytes] = set()
-    for name, value in headers:
-        if name == b"connection":
-            listed.update(t.strip().lower() for t in value.split(b","))
-    return [h for h in out if h[0] not in listed] if listed else out

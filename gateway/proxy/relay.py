@@ -8,19 +8,22 @@ each is parsed once, by the one reader (events.py's EventReader), and the
 shaper, the trace and the usage read that parse. Before the response starts an
 error is a status code; after it starts it is the shaper's framing: an engine
 failure, a broken event, the engine's own error event, a stream past
-``max_bytes``, or an engine that ends the stream before its end event. The loop
-is an async generator over an async iterable of bytes, so tests feed it bytes
-without HTTP.
+``max_bytes``, or an engine that ends the stream before its end event. The
+stream ends at the engine's end event (``data: [DONE]``): nothing after it is
+read here (reply.py tells the engine's response, which may still read the body's
+own end to keep its connection). The loop is an async generator over an async
+iterable of bytes, so tests feed it bytes without HTTP.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 
 from gateway.errors import GatewayError, UpstreamError, UpstreamProtocolError
 from gateway.observe.exchange import Exchange
-from gateway.proxy.events import EventReader
+from gateway.proxy.engineerrors import scrubbed
+from gateway.proxy.events import EngineStreamError, EventReader
 from gateway.proxy.openai import DONE, ChatStream, error_end
 from gateway.proxy.shaper import StreamShaper
 
@@ -33,11 +36,13 @@ async def relay_stream(
     *,
     max_bytes: int | None = None,
     record: Exchange | None = None,
+    secrets: Callable[[], Sequence[str]] | None = None,
 ) -> AsyncIterator[bytes]:
     """Yield the client's bytes as the engine's whole events come (``shaper``: the
     route's, a chat stream's by default); end with the shaper's failure framing if
     the stream breaks, and write the first byte's time, the failure and the trace's
-    reading on ``record``."""
+    reading on ``record``. ``secrets``: what no error event may show (the request's
+    safetext.known_secrets), asked for only when the engine's own error ends the stream."""
     if shaper is None:
         shaper = ChatStream(hide=False)
     trace = record.trace if record is not None else None
@@ -49,8 +54,6 @@ async def relay_stream(
         yield start
     try:
         async for chunk in chunks:
-            if shaper.ended:
-                continue  # read to the end so the connection can be reused
             if size == 0 and record is not None:
                 record.first_byte = time.perf_counter()
             size += len(chunk)
@@ -64,6 +67,8 @@ async def relay_stream(
                 out = shaper.events(raw, parsed, done=reader.done)
                 if out:
                     yield out
+                if shaper.ended:
+                    break  # the client's stream ends here, whatever the engine sends on
             if error is not None:
                 failure = error
                 break
@@ -78,6 +83,8 @@ async def relay_stream(
         if tail:
             yield tail
     if failure is not None:
+        if secrets is not None and isinstance(failure, EngineStreamError):
+            failure.error = scrubbed(failure.error, secrets())
         if record is not None:
             record.failed(failure)
         yield shaper.fail(failure)

@@ -16,9 +16,9 @@ import orjson
 from gateway.errors import UpstreamProtocolError
 from gateway.proxy.answers import check_head, error_answer
 from gateway.proxy.call import Call
-from gateway.proxy.headers import DROP_DOWNSTREAM, filter_headers
 from gateway.proxy.relay import relay_stream
 from gateway.proxy.route import Route
+from gateway.proxy.safetext import known_secrets
 from gateway.settings import Limits
 from gateway.upstream.base import UpstreamResponse
 
@@ -28,15 +28,21 @@ _JSON = b"application/json"
 async def reply(call: Call, route: Route, response: UpstreamResponse, limits: Limits) -> None:
     """Answer ``call``'s client with the engine's ``response``, as ``route`` says."""
     record, responder = call.record, call.responder
-    headers = filter_headers(response.headers, DROP_DOWNSTREAM)
+    headers = route.headers.to_client(response.headers)
     if check_head(response.status, headers, stream=record.stream):
         shaper = call.shaper = route.shaper(call)
         await responder.start(response.status, route.stream_headers(headers))
         try:
             async for out in relay_stream(
-                response.chunks(), shaper, max_bytes=limits.max_stream_bytes, record=record
+                response.chunks(),
+                shaper,
+                max_bytes=limits.max_stream_bytes,
+                record=record,
+                secrets=lambda: known_secrets(call.headers, route.state.engines.engines),
             ):
                 await responder.body(out, more=True)
+            if shaper.ended:
+                response.finish()  # (its connection may be kept if its body ends soon)
             await responder.body(b"")
         except OSError:
             # The client hung up; the caller closes the engine's response.
@@ -47,8 +53,14 @@ async def reply(call: Call, route: Route, response: UpstreamResponse, limits: Li
     data = await response.read(limits.max_response_bytes)
     record.first_byte = time.perf_counter()
     if response.status >= 400:
+        secrets = known_secrets(call.headers, route.state.engines.engines)
         status, headers, data, error = error_answer(
-            response.status, headers, data, responder.errors, responder.request_id
+            response.status,
+            headers,
+            data,
+            secrets=secrets,
+            shape=responder.errors,
+            request_id=responder.request_id,
         )
         record.relayed_error(error)
         await responder.start(status, headers)

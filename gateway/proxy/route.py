@@ -19,9 +19,11 @@ from typing import Any, ClassVar, NamedTuple
 import orjson
 
 from gateway._types import Headers
+from gateway.errors import GatewayError
 from gateway.limits.meter import Usage, usage_of
 from gateway.policy.engine import Decision, Policy, apply_policy
 from gateway.proxy.call import Call
+from gateway.proxy.headers import DEFAULT_HEADERS, HeaderPolicy
 from gateway.proxy.shaper import StreamShaper
 from gateway.routes import RouteRow
 from gateway.state import GatewayState
@@ -49,6 +51,9 @@ class Route:
     # The client's query string goes to the engine (not where the engine's route is
     # another API's: a translation's).
     forward_query: ClassVar[bool] = True
+    # Which headers cross each way; a route whose API has headers of its own extends it
+    # (DEFAULT_HEADERS.extend(...)), docs/headers.md says how.
+    headers: ClassVar[HeaderPolicy] = DEFAULT_HEADERS
 
     def __init__(self, state: GatewayState, *, store: object = None) -> None:
         self.state = state  # (``store``: the response store, for a route that keeps answers)
@@ -79,6 +84,14 @@ class Route:
             raise decision.error
         record.stream = decision.body.get("stream") is True
         return decision
+
+    def refusal(
+        self, body: dict[str, Any], *, policy: Policy, profile: str | None
+    ) -> GatewayError | None:
+        """The error this route answers ``body`` with before any engine sees it (the
+        policy's, and the route's own checks), or None: what a batch's validation asks of
+        each line, with no request (gateway/batches/validate.py)."""
+        return apply_policy(policy, self.name or "", body, profile=profile).error
 
     async def prepare(self, call: Call, raw: bytes, body: dict[str, Any]) -> Prepared:
         """The request as the engine gets it (the policy's body, or a translation)."""

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from gateway.errors import InvalidRequest, NotFound
+from gateway.errors import GatewayError, NotFound
+from gateway.jsonbody.shapes import mixed_input
 from gateway.limits.meter import Usage
-from gateway.policy.values import json_type
+from gateway.policy.engine import Policy
 from gateway.proxy.call import Call
 from gateway.proxy.route import Prepared, Route
 from gateway.routes import DETOKENIZE, EMBEDDINGS, RERANK, RERANK_BARE, ROUTES, TOKENIZE
-
-_ARTICLE = {"string": "a string", "integer": "an integer", "array": "an array"}
 
 
 def input_usage(answer: dict[str, Any]) -> Usage | None:
@@ -38,31 +37,25 @@ def input_usage(answer: dict[str, Any]) -> Usage | None:
     return Usage(prompt, 0, total if type(total) is int else prompt)
 
 
-def mixed_input(value: Any) -> InvalidRequest | None:
-    """The error for an embeddings ``input`` array that mixes its forms (text with token
-    ids, ids with id arrays), naming the first member that differs from the first."""
-    if type(value) is not list or not value:
-        return None
-    first = type(value[0])
-    for index, member in enumerate(value):
-        if type(member) is not first:  # one comparison a member: no call
-            param = f"input[{index}]"
-            expected, got = json_type(value[0]), json_type(member)
-            return InvalidRequest(
-                f"Invalid type for '{param}': expected {_ARTICLE.get(expected, expected)} like "
-                f"'input[0]', but got {_ARTICLE.get(got, got)} instead.",
-                param=param,
-                code="invalid_type",
-            )
-    return None
-
-
 class PolicedRoute(Route):
-    """A route served only where the policy declares it."""
+    """A route served only where the policy declares it (jsonbody/shapes.py's
+    DECLARED_ONLY names these routes for the external processor; a test keeps the two
+    alike)."""
+
+    def _undeclared(self) -> NotFound | None:
+        """The 404 of this route where the policy does not declare it."""
+        if self.state.policy.route(self.name or "") is None:
+            return NotFound(f"Invalid URL (POST {self.name}).")
+        return None
+
+    def refusal(
+        self, body: dict[str, Any], *, policy: Policy, profile: str | None
+    ) -> GatewayError | None:
+        return self._undeclared() or super().refusal(body, policy=policy, profile=profile)
 
     async def prepare(self, call: Call, raw: bytes, body: dict[str, Any]) -> Prepared:
-        if self.state.policy.route(self.name or "") is None:
-            raise NotFound(f"Invalid URL ({call.record.method} {call.record.path}).")
+        if self.state.policy.route(self.name or "") is None:  # (_undeclared, without a call)
+            raise NotFound(f"Invalid URL (POST {self.name}).")
         return await super().prepare(call, raw, body)
 
     def usage(self, answer: dict[str, Any]) -> Usage | None:
@@ -73,6 +66,16 @@ class EmbeddingsRoute(PolicedRoute):
     """POST /v1/embeddings."""
 
     row = ROUTES[EMBEDDINGS]
+
+    def refusal(
+        self, body: dict[str, Any], *, policy: Policy, profile: str | None
+    ) -> GatewayError | None:
+        undeclared = self._undeclared()
+        if undeclared is not None:
+            return undeclared
+        return mixed_input(body.get("input")) or super().refusal(
+            body, policy=policy, profile=profile
+        )
 
     async def prepare(self, call: Call, raw: bytes, body: dict[str, Any]) -> Prepared:
         # A shape no field rule states (one form per array), checked where the route is

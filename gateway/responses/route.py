@@ -19,8 +19,11 @@ import orjson
 from gateway._types import Headers
 from gateway.errors import GatewayError, InvalidRequest, StoreUnavailable, UpstreamProtocolError
 from gateway.limits.meter import Usage, usage_of
+from gateway.observe.exchange import Exchange
+from gateway.proxy.answercheck import enforce, judge
 from gateway.proxy.call import Call
 from gateway.proxy.route import Prepared, Route
+from gateway.responses.bounds import StoreShare, check_metadata
 from gateway.responses.onecall import OneCallTranslator, first_call_only, wants_one_call
 from gateway.responses.references import item_ids, resolve_references
 from gateway.responses.roles import instructions_role
@@ -30,6 +33,8 @@ from gateway.responses.store import ResponseStore, StoredResponse, owner_of
 from gateway.responses.stream import StreamTranslator
 from gateway.responses.translate import GATEWAY_ONLY, input_items, new_id, to_chat
 from gateway.routes import CHAT, RESPONSES, ROUTES
+from gateway.schemas.answers import check_response
+from gateway.schemas.expect import Expectation
 from gateway.state import GatewayState
 
 _JSON = b"application/json"
@@ -52,6 +57,7 @@ class Plan:
     history: list[dict[str, Any]] = field(default_factory=list)
     created_at: int = field(default_factory=lambda: int(time.time()))
     ids: Callable[[str], str] = new_id  # its items' ids (references.item_ids)
+    expect: Expectation | None = None  # what the answer is checked against (answercheck.py)
 
 
 def _authorization(headers: Headers) -> bytes | None:
@@ -87,7 +93,7 @@ async def read_history(
 class TranslatedStream:
     """A chat stream as Responses events (StreamTranslator), the response stored at its end."""
 
-    __slots__ = ("keep", "plan", "translator", "ended")
+    __slots__ = ("keep", "plan", "translator", "ended", "record")
 
     def __init__(
         self,
@@ -95,9 +101,11 @@ class TranslatedStream:
         *,
         keep: Callable[[Plan, dict[str, Any]], Awaitable[None]],
         fingerprint: str | None = None,
+        record: Exchange | None = None,
     ) -> None:
         self.keep = keep  # stores the finished response (the route's ``keep``)
         self.plan = plan
+        self.record = record  # where the answer checks' findings go
         one_call = wants_one_call(plan.request)
         self.translator = (OneCallTranslator if one_call else StreamTranslator)(
             plan.response_id,
@@ -127,6 +135,13 @@ class TranslatedStream:
     async def finish(self) -> tuple[bytes, GatewayError | None]:
         out = self.translator.finish()
         final = self.translator.final or {}
+        expect = self.plan.expect
+        if expect is not None and self.record is not None:
+            # Checked before response.completed (held back so far) goes, and before it is
+            # stored: a broken answer ends the stream with the error instead.
+            enforced = judge(self.record, check_response(expect, final))
+            if enforced is not None:
+                return out, enforced
         try:
             await self.keep(self.plan, final)
         except StoreUnavailable as exc:
@@ -146,14 +161,21 @@ class TranslatedResponses(Route):
     def __init__(self, state: GatewayState, *, store: ResponseStore | None = None) -> None:
         super().__init__(state)
         self.store = store
+        self.share = StoreShare(state.settings.store.max_bytes_per_key)
 
     async def prepare(self, call: Call, raw: bytes, body: dict[str, Any]) -> Prepared:
-        approved = self.decide(call, body).body
+        decision = self.decide(call, body)
+        approved = decision.body
+        metadata = body.get("metadata")
+        if metadata is not None:
+            check_metadata(metadata)  # echoed, and kept with a stored response
         record = call.record
         store = self.store is not None and body.get("store") is not False
         # Who may read it: worked out only where a store is (a digest per request).
         headers = call.headers
-        owner = owner_of(record.client, _authorization(headers)) if self.store else ""
+        owner = (
+            (call.owner or owner_of(record.client, _authorization(headers))) if self.store else ""
+        )
         previous = approved.get("previous_response_id")
         history = [] if previous is None else await read_history(self.store, previous, owner)
         response_id = new_id("resp")
@@ -184,8 +206,14 @@ class TranslatedResponses(Route):
             items=items,
             history=history,
             ids=ids,
+            expect=decision.expect,
         )
         sent = orjson.dumps(chat)
+        share = self.share
+        if store and share.limit is not None and share.held.get(owner, 0) + len(sent) > share.limit:
+            # Past its share by this process's figure (the record holds about what the
+            # engine reads): the store says whether it still is.
+            await share.admit(self.store, owner, len(sent))
         # The limiter reserves by what the engine reads: the whole conversation.
         return Prepared(
             bodies=[sent], admitted=chat, size=len(sent), fields=ROUTES[CHAT].max_tokens
@@ -194,7 +222,8 @@ class TranslatedResponses(Route):
     async def keep(self, plan: Plan, response: dict[str, Any]) -> None:
         """Store the finished ``response`` where the request asked to."""
         if plan.store and self.store is not None:
-            await self.store.put(StoredResponse(plan.owner, response, plan.items, plan.history))
+            record = StoredResponse(plan.owner, response, plan.items, plan.history)
+            self.share.noted(plan.owner, await self.store.put(record))
 
     async def answer(
         self, call: Call, answer: Any, data: bytes, headers: Headers
@@ -219,6 +248,8 @@ class TranslatedResponses(Route):
         fingerprint = own if isinstance(own, str) else self._fingerprint(call)
         if fingerprint is not None:
             response["system_fingerprint"] = fingerprint
+        if plan.expect is not None:
+            enforce(call.record, check_response(plan.expect, response))  # neither sent nor stored
         await self.keep(plan, response)
         payload = orjson.dumps(response)
         return [(b"content-type", _JSON)], payload
@@ -227,7 +258,9 @@ class TranslatedResponses(Route):
         return list(_STREAM_HEADERS)
 
     def shaper(self, call: Call) -> TranslatedStream:
-        return TranslatedStream(call.plan, keep=self.keep, fingerprint=self._fingerprint(call))
+        return TranslatedStream(
+            call.plan, keep=self.keep, fingerprint=self._fingerprint(call), record=call.record
+        )
 
     def _fingerprint(self, call: Call) -> str | None:
         """The gateway's system_fingerprint for this call's answer (engines send none)."""

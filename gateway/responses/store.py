@@ -7,20 +7,37 @@ default; sqlitestore.py: a file, every worker of one host), redis
 (redisstore.py: every worker and pod), memory (one process). Each keeps
 records ``store.ttl`` seconds. A record is visible only to its owner; to anyone
 else it does not exist (404, as OpenAI answers for an unknown id). Backend
-failures are StoreUnavailable.
+failures are StoreUnavailable (``unavailable``): the client learns that the store
+is unavailable and nothing else (no file path, no address, no library's error
+text), the gateway's log says where and why.
 """
 
 from __future__ import annotations
 
 import hashlib
 import importlib
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import orjson
 
+from gateway.errors import StoreUnavailable
 from gateway.settings import Store
+
+logger = logging.getLogger("gateway.store")
+UNAVAILABLE = "The response store is unavailable; try again later."
+
+
+def unavailable(backend: str, exc: BaseException, **where: str) -> StoreUnavailable:
+    """The error a client gets for a failure of the store, once its detail (``where``:
+    the file, ...; the exception) is in the log."""
+    logger.warning(
+        "the response store failed",
+        extra={"event": "store_failed", "backend": backend, **where, "error": repr(exc)},
+    )
+    return StoreUnavailable(UNAVAILABLE)
 
 
 @dataclass(slots=True)
@@ -61,9 +78,12 @@ def owner_of(client: str | None, authorization: bytes | None) -> str:
 
 
 class ResponseStore(Protocol):
-    """Where responses are kept."""
+    """Where responses are kept; ``put`` returns the bytes its owner now keeps there,
+    ``held`` those of an owner (its expired records no longer counted)."""
 
-    async def put(self, record: StoredResponse) -> None: ...
+    async def put(self, record: StoredResponse) -> int: ...
+
+    async def held(self, owner: str) -> int: ...
 
     async def get(self, response_id: str, owner: str) -> StoredResponse | None: ...
 
@@ -86,14 +106,30 @@ class MemoryStore:
     def __init__(self, ttl: float) -> None:
         self.ttl = ttl
         self._records: dict[str, tuple[float, bytes]] = {}
+        self._owners: dict[str, dict[str, tuple[float, int]]] = {}  # id -> (expiry, size)
         self._puts = 0
 
-    async def put(self, record: StoredResponse) -> None:
+    async def put(self, record: StoredResponse) -> int:
         now = time.monotonic()
         self._puts += 1
         if self._puts % 256 == 0:
             self._records = {k: v for k, v in self._records.items() if v[0] > now}
-        self._records[record.response["id"]] = (now + self.ttl, record.dumps())
+        data = record.dumps()
+        self._records[record.response["id"]] = (now + self.ttl, data)
+        self._owners.setdefault(record.owner, {})[record.response["id"]] = (
+            now + self.ttl,
+            len(data),
+        )
+        return await self.held(record.owner)
+
+    async def held(self, owner: str) -> int:
+        now = time.monotonic()
+        kept = {k: v for k, v in self._owners.get(owner, {}).items() if v[0] > now}
+        if kept:
+            self._owners[owner] = kept
+        else:
+            self._owners.pop(owner, None)
+        return sum(size for _, size in kept.values())
 
     def _data(self, response_id: str) -> bytes | None:
         entry = self._records.get(response_id)
@@ -108,10 +144,12 @@ class MemoryStore:
         if visible(self._data(response_id), owner) is None:
             return False
         del self._records[response_id]
+        self._owners.get(owner, {}).pop(response_id, None)
         return True
 
     async def aclose(self) -> None:
         self._records.clear()
+        self._owners.clear()
 
 
 def make_store(settings: Store) -> ResponseStore | None:

@@ -14,7 +14,8 @@ import orjson
 from starlette.requests import Request
 from starlette.responses import Response
 
-from gateway.errors import GatewayError, InvalidRequest, NotFound, render
+from gateway.errors import GatewayError, NotFound, render
+from gateway.listing import page
 from gateway.observe.exchange import Exchange
 from gateway.proxy.headers import request_id_of
 from gateway.responses.store import ResponseStore, owner_of
@@ -22,7 +23,6 @@ from gateway.state import GatewayState
 
 ONE = "/v1/responses/{response_id}"
 ITEMS = "/v1/responses/{response_id}/input_items"
-_MAX_LIMIT = 100
 
 
 def _not_found(response_id: str) -> NotFound:
@@ -40,39 +40,6 @@ def _no_store(mode: str) -> NotFound:
 
 def _json(data: Any, status: int = 200) -> Response:
     return Response(orjson.dumps(data), status_code=status, media_type="application/json")
-
-
-def _page(items: list[dict[str, Any]], query: Any) -> dict[str, Any]:
-    """OpenAI's list object over ``items`` (oldest first), by ``order``, ``after``, ``limit``."""
-    order = query.get("order", "desc")
-    if order not in ("asc", "desc"):
-        raise InvalidRequest(
-            f"Invalid value: '{order}'. Supported values are: 'asc' and 'desc'.", param="order"
-        )
-    try:
-        limit = int(query.get("limit", 20))
-    except ValueError:
-        raise InvalidRequest("Invalid 'limit': expected an integer.", param="limit") from None
-    if not 1 <= limit <= _MAX_LIMIT:
-        raise InvalidRequest(
-            f"Invalid 'limit': expected a value from 1 to {_MAX_LIMIT}, but got {limit}.",
-            param="limit",
-        )
-    ordered = items if order == "asc" else items[::-1]
-    after = query.get("after")
-    if after is not None:
-        ids = [item.get("id") for item in ordered]
-        if after not in ids:
-            raise InvalidRequest(f"No input item found with id '{after}'.", param="after")
-        ordered = ordered[ids.index(after) + 1 :]
-    data = ordered[:limit]
-    return {
-        "object": "list",
-        "data": data,
-        "first_id": data[0]["id"] if data else None,
-        "last_id": data[-1]["id"] if data else None,
-        "has_more": len(ordered) > limit,
-    }
 
 
 class StoredResponses:
@@ -128,5 +95,7 @@ class StoredResponses:
             raise _not_found(response_id)
         exchange.model = record.response.get("model")
         if route == ITEMS:
-            return _json(_page([*record.history, *record.input], request.query_params))
+            return _json(
+                page([*record.history, *record.input], request.query_params, missing="input item")
+            )
         return _json(record.response)

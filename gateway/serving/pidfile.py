@@ -1,13 +1,21 @@
 """The pidfile ``serve`` keeps, so that ``ft-gateway reload`` signals this gateway and
 no other process.
 
-``server.pidfile`` in the config, else ``ft-gateway-PORT.pid`` in
-``$XDG_RUNTIME_DIR`` (per user), else in the temporary directory (``$TMPDIR``,
-``/tmp``); none with port 0 unless configured. ``serve`` holds an exclusive
-``flock`` on it while it runs and removes it at exit. The lock, not the file,
-says that a gateway is alive: a file left behind by a killed gateway is never
-taken for a live one, so its pid (perhaps another process's by now) is never
-signalled, and a second ``serve`` with the same pidfile refuses to start.
+``server.pidfile`` in the config, else ``ft-gateway-PORT.pid`` in a directory of the
+user's own: ``$XDG_RUNTIME_DIR/ft-gateway`` where the runtime directory is set, else
+the state directory the response store uses (``$XDG_STATE_HOME/ft-gateway``, else
+``~/.local/state/ft-gateway``); none with port 0 unless configured. Never the shared
+temporary directory: there another user could leave a link or a file of theirs
+where the pidfile goes (gateway/private.py). The default directory is made 0700 and
+must be the user's; the file is opened without following a link, created 0600, and
+must be the user's own regular file, wherever it is.
+
+``serve`` holds an exclusive ``flock`` on it while it runs and removes it at exit.
+The lock, not the file, says that a gateway is alive: a file left behind by a killed
+gateway is never taken for a live one, so its pid (perhaps another process's by
+now) is never signalled, and a second ``serve`` with the same pidfile refuses to
+start. ``reload`` signals the pid written there only if that very process holds the
+lock on that very file (``/proc/locks``, where the system has it).
 """
 
 from __future__ import annotations
@@ -17,14 +25,15 @@ import fcntl
 import os
 import shutil
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 from gateway.app.reloadstatus import status_dir
+from gateway.private import NotPrivate, open_private, private_directory, state_dir
 from gateway.settings import Settings
 
 _ELSEWHERE = "set server.pidfile (or FT_GATEWAY_SERVER__PIDFILE) to a path of your own"
+LOCKS = Path("/proc/locks")
 
 
 class PidfileError(Exception):
@@ -35,14 +44,22 @@ class PidfileBusy(PidfileError):
     """Another live gateway holds the pidfile."""
 
 
+def default_directory() -> Path:
+    """Where the pidfile goes when ``server.pidfile`` is unset: the user's runtime
+    directory's ``ft-gateway``, else the state directory."""
+    runtime = os.environ.get("XDG_RUNTIME_DIR")
+    if runtime and Path(runtime).is_absolute():
+        return Path(runtime) / "ft-gateway"
+    return state_dir()
+
+
 def pidfile_of(settings: Settings) -> Path | None:
     """The pidfile of a gateway with these settings (None: port 0 and none configured)."""
     if settings.server.pidfile is not None:
         return settings.server.pidfile
     if settings.listen.port == 0:
         return None
-    base = os.environ.get("XDG_RUNTIME_DIR") or tempfile.gettempdir()
-    return Path(base) / f"ft-gateway-{settings.listen.port}.pid"
+    return default_directory() / f"ft-gateway-{settings.listen.port}.pid"
 
 
 @contextlib.contextmanager
@@ -51,19 +68,20 @@ def serving_pidfile(settings: Settings) -> Iterator[Path | None]:
     path, or None where there is none or it cannot be written (said on stderr: the
     gateway serves, SIGHUP reloads it, ``ft-gateway reload`` cannot find it).
     PidfileBusy if another gateway holds it."""
-    try:
-        path = pidfile_of(settings)
-    except OSError as exc:  # no usable temporary directory
-        path = None
-        _warn(f"no pidfile ({exc}); {_ELSEWHERE}")
+    path = pidfile_of(settings)
     if path is None:
         yield None
         return
     with contextlib.ExitStack() as stack:
         try:
+            if settings.server.pidfile is None:
+                private_directory(path.parent)
             stack.enter_context(holding_pidfile(path))
         except PidfileBusy:
             raise
+        except OSError as exc:  # the default directory: not ours, or cannot be made
+            _warn(f"no pidfile ({exc}); {_ELSEWHERE}")
+            path = None
         except PidfileError as exc:
             _warn(str(exc))
             path = None
@@ -77,15 +95,20 @@ def _warn(message: str) -> None:
     )
 
 
+def _reason(exc: OSError) -> str:
+    return str(exc) if isinstance(exc, NotPrivate) else str(exc.strerror or exc)
+
+
 @contextlib.contextmanager
 def holding_pidfile(path: Path) -> Iterator[None]:
     """Write our pid to ``path`` and hold it (and its status directory) until the block
-    exits; PidfileError if a live gateway holds it already, or it cannot be written."""
+    exits; PidfileError if a live gateway holds it already, or it cannot be written
+    safely (a link, another user's file)."""
     try:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = open_private(path, os.O_RDWR | os.O_CREAT)
     except OSError as exc:
         raise PidfileError(
-            f"cannot write the pidfile {path}: {exc.strerror}; {_ELSEWHERE}"
+            f"cannot write the pidfile {path}: {_reason(exc)}; {_ELSEWHERE}"
         ) from None
     try:
         try:
@@ -110,27 +133,54 @@ def holding_pidfile(path: Path) -> Iterator[None]:
         finally:
             shutil.rmtree(statuses, ignore_errors=True)
             with contextlib.suppress(OSError):
-                path.unlink()
+                if os.path.samestat(os.stat(path, follow_symlinks=False), os.fstat(fd)):
+                    path.unlink()  # ours still, not a file put in its place
     finally:
         os.close(fd)
 
 
 def live_pid(path: Path) -> int:
-    """The pid of the gateway that holds ``path`` now; PidfileError if none does."""
+    """The pid of the gateway that holds ``path`` now; PidfileError if none does, if
+    the file is not this user's own, or if the pid it names does not hold it."""
     try:
-        fd = os.open(path, os.O_RDONLY)
+        fd = open_private(path, os.O_RDONLY)
     except FileNotFoundError:
         raise PidfileError(f"no gateway is running: {path} does not exist") from None
     except OSError as exc:
-        raise PidfileError(f"cannot read {path}: {exc.strerror}") from None
+        raise PidfileError(f"cannot read {path}: {_reason(exc)}") from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
         except BlockingIOError:
-            return _read_pid(fd)
+            pid = _read_pid(fd)
+            holders = lock_holders(os.fstat(fd))
+            if holders is not None and pid not in holders:
+                raise PidfileError(
+                    f"{path} names pid {pid}, which does not hold it: not signalled"
+                ) from None
+            return pid
         raise PidfileError(f"no gateway is running: {path} was left by one that has stopped")
     finally:
         os.close(fd)
+
+
+def lock_holders(info: os.stat_result, locks: Path = LOCKS) -> set[int] | None:
+    """The pids holding a ``flock`` on the file of ``info`` (None: the system does not
+    say: no ``/proc/locks``, or no line for the file's inode). By inode alone: a
+    filesystem such as btrfs shows another device number there than ``stat`` gives."""
+    try:
+        text = locks.read_text()
+    except OSError:
+        return None
+    inode = str(info.st_ino)
+    holders = set()
+    for line in text.splitlines():
+        # "1: FLOCK  ADVISORY  WRITE 1234 08:01:5678 0 EOF" (a waiter's line has "->")
+        fields = line.split()
+        if len(fields) >= 6 and fields[1] == "FLOCK" and "->" not in fields:
+            if fields[5].rpartition(":")[2] == inode and fields[4].isdigit():
+                holders.add(int(fields[4]))
+    return holders or None
 
 
 def _read_pid(fd: int) -> int:

@@ -81,6 +81,9 @@ class _CountedResponse:
     async def read(self, limit: int) -> bytes:
         return await self._response.read(limit)
 
+    def finish(self) -> None:
+        self._response.finish()
+
     async def aclose(self) -> None:
         replica, self._replica = self._replica, None
         try:

@@ -41,8 +41,14 @@ class UpstreamResponse(Protocol):
         """The whole body (within the response time-out); UpstreamProtocolError past ``limit``."""
         ...
 
+    def finish(self) -> None:
+        """The caller has all of the answer it needs (a stream's end event came): the
+        body's own end may still be read, within a small allowance, so that ``aclose``
+        can keep the connection instead of closing it."""
+        ...
+
     async def aclose(self) -> None:
-        """Release the connection; closes it if the body was not read to the end."""
+        """Release the connection; closes it if the body was not read to its end."""
         ...
 
 
@@ -92,6 +98,27 @@ def too_large(limit: int) -> UpstreamError:
     return UpstreamProtocolError(
         f"The engine's answer is larger than the gateway's limit ({limit} bytes)."
     )
+
+
+def head_too_large(max_bytes: int, max_lines: int) -> UpstreamError:
+    """An answer head past ``limits.max_response_header_bytes`` or ``..._headers``."""
+    return UpstreamProtocolError(
+        f"The engine's answer head is larger than the gateway's limit ({max_bytes} bytes "
+        f"or {max_lines} header lines).",
+        code="upstream_header_too_large",
+    )
+
+
+def head_size(headers: Sequence[tuple[bytes, bytes]]) -> int:
+    """The bytes of ``headers`` as header lines (``name: value`` and CRLF)."""
+    return sum(len(name) + len(value) + 4 for name, value in headers)
+
+
+def check_head_size(headers: Sequence[tuple[bytes, bytes]], max_bytes: int, max_lines: int) -> None:
+    """``head_too_large`` if ``headers`` pass either limit (for the clients whose own
+    parser bounds the head's memory, but by its own measures)."""
+    if len(headers) > max_lines or head_size(headers) > max_bytes:
+        raise head_too_large(max_bytes, max_lines)
 
 
 # A client library's exception classes, most specific first, each with the

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.errors import InvalidRequest, ModelNotFound
+from gateway.deployments import unplaced
+from gateway.errors import ModelNotFound
 from gateway.policy.engine import Policy
 from gateway.policy.fingerprint import Fingerprints
 from gateway.routing.hint import Hinter
@@ -69,20 +70,11 @@ class Engines:
     def target(self, model: object) -> Target:
         """The deployment that serves ``model`` and the name its engine gets; a fleet
         refuses a model no deployment serves (404) and a missing one (400)."""
+        # (deployments.py's ``place`` written out: the look-up is the proxy's hot path.)
         found = self.targets.get(model) if isinstance(model, str) else None
         if found is not None:
             return found
-        if model is None:
-            raise InvalidRequest(
-                "Missing required parameter: 'model'.",
-                param="model",
-                code="missing_required_parameter",
-            )
-        if not isinstance(model, str):
-            raise InvalidRequest(
-                "Invalid type for 'model': expected a string.", param="model", code="invalid_type"
-            )
-        raise ModelNotFound(model)
+        raise ModelNotFound(model) if isinstance(model, str) else unplaced(model)
 
     def upstream_for(self, model: str | None) -> UpstreamClient:
         """The client that serves ``model`` (None: the first deployment's, e.g. a probe)."""

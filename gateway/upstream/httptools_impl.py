@@ -12,15 +12,21 @@ back-pressure (the socket stops being read past ``_HIGH_WATER`` bytes).
 Time-outs need no timer per chunk: a wait arms one timer only when the buffer
 is empty, at the earlier of the idle limit (``stream_idle``) and, for the head
 and a whole non-streaming answer, the response deadline.
+
+A connection goes back to the pool only after one whole, well-framed answer to
+its one request: an interim head (``100 Continue``, ``103 Early Hints``) is read
+past, never taken for the answer; a head past ``limits.max_response_header_bytes``
+or ``limits.max_response_headers`` is refused as it arrives; a byte after the
+answer's end (a second answer, or the start of one) closes the connection, as
+does an answer not read to its end. Only then can no request be handed bytes
+that belong to another's answer.
 """
 
 from __future__ import annotations
 
 import asyncio
 import collections
-import functools
-import zlib
-from collections.abc import AsyncIterator
+from collections.abc import Coroutine
 from typing import cast
 from urllib.parse import urlsplit
 
@@ -30,25 +36,29 @@ from gateway._types import Headers
 from gateway.errors import UpstreamError, UpstreamProtocolError, UpstreamTimeout
 from gateway.routing.hint import NO_HINT, Hint
 from gateway.settings import Settings
+from gateway.upstream.answerbody import PooledResponse, encoded_response
 from gateway.upstream.answerstate import AnswerState
 from gateway.upstream.base import (
-    LATE,
     NO_ANSWER,
-    SILENT,
     UpstreamResponse,
     connect_timed_out,
-    read_limited,
+    head_size,
+    head_too_large,
     timed_out,
-    too_large,
     unreachable,
 )
-from gateway.upstream.decoder import Decoder
 
 _HIGH_WATER = 256 * 1024
 _LOW_WATER = 64 * 1024
 # Idle pooled connections are closed after this many seconds (httpx's default),
 # checked whenever the pool is used.
 _KEEPALIVE_EXPIRY = 5.0
+# The head room of a connection with no head to read: a byte is a surprise.
+_NO_HEAD = -1
+
+
+class _Stop(Exception):
+    """Raised in a parser callback to stop the parser: the connection is failed."""
 
 
 class _Connection(asyncio.Protocol):
@@ -63,6 +73,9 @@ class _Connection(asyncio.Protocol):
         "exchange",
         "_headers",
         "_parser",
+        "_room",
+        "_max_head_bytes",
+        "_max_headers",
     )
 
     def __init__(self, pool: HttptoolsUpstream) -> None:
@@ -74,6 +87,11 @@ class _Connection(asyncio.Protocol):
         self.exchange: AnswerState | None = None
         self._headers: Headers = []  # the headers of the exchange under way
         self._parser = httptools.HttpResponseParser(self)
+        # While a head is read, the bytes it may still take once the read under way is
+        # parsed; 0 in a body; _NO_HEAD before a request and after its answer's end.
+        self._room = _NO_HEAD
+        self._max_head_bytes = pool.max_head_bytes
+        self._max_headers = pool.max_headers
 
     # asyncio.Protocol
 
@@ -82,17 +100,28 @@ class _Connection(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)
 
     def data_received(self, data: bytes) -> None:
-        exchange = self.exchange
-        if exchange is None:
-            # Bytes nobody asked for: the connection cannot be trusted any more.
-            self.close()
-            return
+        room = self._room
+        if room:  # not in a body (a body's bytes go straight to the parser)
+            if room < 0:
+                # Bytes nobody asked for, before a request or after its answer's end:
+                # the connection cannot be trusted any more.
+                self.close()
+                return
+            # The parser holds an unfinished header line whole (a value can be any
+            # length) before any callback sees it, so the head is counted as it comes:
+            # at most one read past its limit is ever held.
+            self._room = left = room - len(data)
+            room = left <= 0  # (true: this read may take the head past its room)
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             self._fail(UpstreamProtocolError("The engine switched protocols."))
         except httptools.HttpParserError:
             self._fail(UpstreamProtocolError("The engine's answer is not valid HTTP."))
+        if room:
+            exchange = self.exchange
+            if exchange is not None and not exchange.head_done:
+                self._fail(self._pool.head_too_large())  # the room is spent, the head open
 
     def eof_received(self) -> bool | None:
         return None  # close the transport
@@ -114,17 +143,28 @@ class _Connection(asyncio.Protocol):
     def on_header(self, name: bytes, value: bytes) -> None:
         self._headers.append((name.lower(), value))  # (the exchange's: set by send)
 
+    def on_message_begin(self) -> None:
+        if self.exchange.ended:  # type: ignore[union-attr]  # (never None while fed)
+            # A second answer to one request, in the read that ended the first: the
+            # next request on this connection would be handed it.
+            raise _Stop  # data_received closes the connection
+
     def on_headers_complete(self) -> None:
         exchange = self.exchange
         assert exchange is not None
-        exchange.status = self._parser.get_status_code()
+        status = exchange.status = self._parser.get_status_code()
+        if status < 200:
+            self._interim(exchange, status)
+            return
+        headers = exchange.headers
+        if len(headers) > self._max_headers or self._room < 0:
+            self._check_head(headers)
+        self._room = 0
         exchange.keep_alive = self._parser.should_keep_alive()
-        names = dict(exchange.headers)  # (made in C: cheaper than a loop here)
+        names = dict(headers)  # (made in C: cheaper than a loop here)
         exchange.until_close = b"content-length" not in names and not (
             b"transfer-encoding" in names
-            and any(
-                n == b"transfer-encoding" and b"chunked" in v.lower() for n, v in exchange.headers
-            )
+            and any(n == b"transfer-encoding" and b"chunked" in v.lower() for n, v in headers)
         )
         exchange.encoded = b"content-encoding" in names
         exchange.head_done = True
@@ -144,8 +184,30 @@ class _Connection(asyncio.Protocol):
     def on_message_complete(self) -> None:
         exchange = self.exchange
         assert exchange is not None
+        if not exchange.head_done:
+            return  # an interim head's end: the answer's head comes next
         exchange.ended = True
+        self._room = -1  # (_NO_HEAD) a byte more is a surprise
         exchange.wake()
+
+    def _check_head(self, headers: Headers) -> None:
+        """Fail the exchange and stop the parser if the head has too many lines, or, when
+        this read went past the head's room, too many bytes (counted exactly here)."""
+        pool = self._pool
+        if len(headers) > self._max_headers or head_size(headers) > pool.max_head_bytes:
+            self._fail(pool.head_too_large())
+            raise _Stop
+
+    def _interim(self, exchange: AnswerState, status: int) -> None:
+        """An interim (1xx) head: read past, its headers dropped (``103 Early Hints``'s
+        links are for browsers); the answer's own head follows on the connection."""
+        if status < 100:
+            self._fail(UpstreamProtocolError(f"The engine answered HTTP {status:03d}."))
+            raise _Stop
+        if status == 101:
+            self._fail(UpstreamProtocolError("The engine switched protocols."))
+            raise _Stop
+        del exchange.headers[:]  # (the list on_header fills: the answer's go in it)
 
     # used by the pool and the response
 
@@ -153,8 +215,11 @@ class _Connection(asyncio.Protocol):
         assert self.transport is not None
         self.exchange = exchange = AnswerState()
         self._headers = exchange.headers
-        self.transport.write(head + body if len(body) < 65536 else head)
-        if len(body) >= 65536:
+        self._room = self._max_head_bytes
+        if len(body) < 65536:
+            self.transport.write(head + body)
+        else:
+            self.transport.write(head)
             self.transport.write(body)
         return exchange
 
@@ -176,123 +241,6 @@ class _Connection(asyncio.Protocol):
             self.transport.close()
 
 
-class _Response:
-    __slots__ = (
-        "_pool",
-        "_connection",
-        "_exchange",
-        "_deadline",
-        "_released",
-        "status",
-        "headers",
-        "_decoder",
-    )
-
-    def __init__(
-        self,
-        pool: HttptoolsUpstream,
-        connection: _Connection,
-        exchange: AnswerState,
-        *,
-        deadline: float,
-    ) -> None:
-        self._pool = pool
-        self._connection = connection
-        self._exchange = exchange
-        self._deadline = deadline
-        self._released = False
-        self.status = exchange.status
-        self._decoder: Decoder | None = None
-        if not exchange.encoded:
-            self.headers: Headers = exchange.headers  # (the exchange's own: it is not reused)
-            return
-        self.headers = []
-        for name, value in exchange.headers:
-            if name == b"content-encoding":
-                encoding = value.strip().lower()
-                if encoding in (b"gzip", b"x-gzip", b"deflate"):
-                    self._decoder = Decoder(encoding)
-                elif encoding != b"identity":
-                    raise UpstreamProtocolError(
-                        "The engine's answer has a Content-Encoding the gateway cannot read."
-                    )
-            else:
-                self.headers.append((name, value))
-
-    async def _next(self, *, deadline: float | None, late: str) -> bytes:
-        """The next body bytes (b"" at the end, never before); UpstreamError on
-        failure or time-out."""
-        exchange = self._exchange
-        pool = self._pool
-        while True:
-            while not exchange.buffer:
-                if exchange.failure is not None:
-                    raise exchange.failure
-                if exchange.ended:
-                    if self._decoder is not None:
-                        tail, self._decoder = self._decoder.flush(), None
-                        if tail:
-                            return tail
-                    return b""
-                idle_at = pool.loop.time() + pool.idle
-                await pool.wait(exchange, idle_at, deadline, idle=SILENT, late=late)
-            # Everything that has arrived goes on at once: bytes that came in one read
-            # (or while the reader was busy) leave in one write, as a proxy that reads
-            # a socket into a buffer would send them; nothing waits for more.
-            buffer = exchange.buffer
-            data = buffer[0] if len(buffer) == 1 else b"".join(buffer)
-            buffer.clear()
-            exchange.buffered -= len(data)
-            self._connection.drained(exchange)
-            if self._decoder is None:
-                return data
-            try:
-                data = self._decoder.decode(data)
-            except zlib.error:
-                raise UpstreamProtocolError("The engine's compressed answer is corrupt.") from None
-            if data:
-                return data
-
-    async def _body(self, *, deadline: float | None, late: str) -> AsyncIterator[bytes]:
-        while data := await self._next(deadline=deadline, late=late):
-            yield data
-
-    def chunks(self) -> AsyncIterator[bytes]:
-        return self._body(deadline=None, late=SILENT)
-
-    async def read(self, limit: int) -> bytes:
-        exchange = self._exchange
-        if exchange.ended and self._decoder is None and exchange.failure is None:
-            # The whole answer is in (it came with its head, as a small one does): it is
-            # taken at once, without the reading loop.
-            buffer = exchange.buffer
-            data = buffer[0] if len(buffer) == 1 else b"".join(buffer)
-            if len(data) > limit:
-                raise too_large(limit)
-            buffer.clear()
-            exchange.buffered = 0
-            self._connection.drained(exchange)  # (reading resumes, if it was paused)
-            return data
-        return await read_limited(
-            functools.partial(self._next, deadline=self._deadline, late=LATE), limit
-        )
-
-    async def aclose(self) -> None:
-        if self._released:
-            return
-        self._released = True
-        exchange = self._exchange
-        connection = self._connection
-        if exchange.ended and exchange.failure is None and exchange.keep_alive:
-            connection.exchange = None
-            self._pool._release(connection)
-        else:
-            # A half-read answer leaves the connection mid-message: close it, which
-            # also tells the engine to stop generating.
-            connection.close()
-            self._pool._release(None)
-
-
 class HttptoolsUpstream:
     """UpstreamClient over a pool of keep-alive connections to one engine."""
 
@@ -309,6 +257,10 @@ class HttptoolsUpstream:
         self._response_timeout = t.response
         self.idle = t.stream_idle
         self._limit = settings.upstream.max_connections
+        limits = settings.limits
+        self.max_head_bytes = limits.max_response_header_bytes
+        self.max_headers = limits.max_response_headers
+        self._lingering: set[asyncio.Task[None]] = set()
         self._idle: collections.deque[_Connection] = collections.deque()
         self._all: set[_Connection] = set()
         self._busy = 0
@@ -383,7 +335,7 @@ class HttptoolsUpstream:
                 try:
                     return await self._connect(f"{method} {path}")
                 except BaseException:
-                    self._release(None)
+                    self.release(None)
                     raise
             waiter = self.loop.create_future()
             self._waiters.append(waiter)
@@ -415,7 +367,7 @@ class HttptoolsUpstream:
         self._all.add(protocol)
         return protocol
 
-    def _release(self, connection: _Connection | None) -> None:
+    def release(self, connection: _Connection | None) -> None:
         self._busy -= 1
         if connection is not None and not connection.closed and not self._closed:
             connection.idle_since = self.loop.time()
@@ -431,6 +383,16 @@ class HttptoolsUpstream:
 
     def _forget(self, connection: _Connection) -> None:
         self._all.discard(connection)
+
+    def head_too_large(self) -> UpstreamError:
+        """The failure of an answer head past this pool's limits."""
+        return head_too_large(self.max_head_bytes, self.max_headers)
+
+    def linger(self, wait: Coroutine[None, None, None]) -> None:
+        """Run ``wait`` (a finished answer's reading of its end) in the background."""
+        task = self.loop.create_task(wait)
+        self._lingering.add(task)
+        task.add_done_callback(self._lingering.discard)
 
     async def request(
         self, method: str, path: str, *, headers: Headers, body: bytes, hint: Hint = NO_HINT
@@ -456,17 +418,24 @@ class HttptoolsUpstream:
                     raise UpstreamProtocolError("The engine's answer has no head.")
                 idle_at = self.loop.time() + self.idle
                 await self.wait(exchange, idle_at, deadline, idle=NO_ANSWER, late=NO_ANSWER)
-            return _Response(self, connection, exchange, deadline=deadline)
+            if not exchange.encoded:
+                return PooledResponse(self, connection, exchange, deadline=deadline)
+            return encoded_response(self, connection, exchange, deadline=deadline)
         except BaseException:
             connection.close()
-            self._release(None)
+            self.release(None)
             raise
 
     async def aclose(self) -> None:
         self._closed = True
+        lingering = list(self._lingering)
+        for task in lingering:
+            task.cancel()
         for connection in list(self._all):
             connection.close()
         self._idle.clear()
+        if lingering:
+            await asyncio.wait(lingering)
 
 
 def _expire(waiter: asyncio.Future[None]) -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from bench import routers
 from bench.contenders import BASELINE_ENV, CONTENDERS, Launch, select
 
 
@@ -27,6 +28,7 @@ def test_selection_keeps_the_table_order() -> None:
 
 def test_command_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(BASELINE_ENV, str(tmp_path / "before"))
+    monkeypatch.setattr(routers, "router_binary", lambda name: f"/cache/{name}")  # no install
     commands = {c.name: c.command(_launch(tmp_path)) for c in CONTENDERS if c.command}
     argv, env = commands["naive"]
     assert "bench.naive_proxy:create_app" in argv
@@ -48,6 +50,9 @@ def test_command_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert argv[argv.index("--config") + 1] == str(tmp_path / "before" / "config.yaml")
     argv, _ = commands["nginx"]
     assert "server 127.0.0.1:9000;" in (tmp_path / "nginx.conf").read_text()
+    argv, _ = commands["envoy-extproc"]
+    assert argv[1:3] == ["-m", "bench.envoy"] and argv[-1] == "--extproc"
+    assert commands["smg"][0][:2] == ["/cache/smg", "launch"]
 
 
 def test_the_baseline_is_available_only_when_named(

@@ -138,3 +138,8 @@ async def test_unknown_path_is_404(engine: tuple[str, int]) -> None:
     [(status, _, body)] = await _exchange(engine, _request("GET", "/nope"))
     assert status == 404
     assert json.loads(body)["error"]["type"] == "invalid_request_error"
+
+
+async def test_health_is_an_empty_200_as_the_routers_probe_it(engine: tuple[str, int]) -> None:
+    answers = await _exchange(engine, _request("GET", "/health"), _request("GET", "/healthz"))
+    assert [(status, body) for status, _, body in answers] == [(200, b""), (404, answers[1][2])]

@@ -6,7 +6,7 @@ import math
 
 import pytest
 
-from bench.results import Record, add_differences, summarize
+from bench.results import Record, add_differences, ratio_pairs, summarize
 from bench.scenarios import SCENARIOS, select
 
 CHAT_C1 = [s for s in SCENARIOS if s.name == "chat-c1"]
@@ -67,3 +67,16 @@ def test_select_scenarios_by_prefix() -> None:
     assert [s.name for s in select(["hold", "paced-c64"])] == ["paced-c64", "hold-1000"]
     with pytest.raises(ValueError, match="unknown scenario"):
         select(["nope"])
+
+
+def test_ratios_to_nginx_for_all_and_to_each_router_for_the_gateway() -> None:
+    names = ["direct", "nginx", "naive", "envoy", "vllm-router", "smg", "gateway"]
+    pairs = ratio_pairs(names)
+    assert [c for c, r in pairs if r == "nginx"] == [n for n in names if n != "nginx"]
+    for reference in ("vllm-router", "smg", "naive"):
+        assert [c for c, r in pairs if r == reference] == ["nginx", "gateway"]
+    assert ("smg", "vllm-router") not in pairs and ("envoy", "naive") not in pairs
+    assert ratio_pairs(["nginx", "gateway-baseline", "gateway"]) == [
+        ("gateway-baseline", "nginx"),
+        ("gateway", "nginx"),
+    ]

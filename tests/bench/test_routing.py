@@ -1,4 +1,5 @@
-"""bench/routing.py and bench/routing_cost.py run end to end on a tiny workload."""
+"""bench/routing.py runs end to end on a tiny workload (its decision's cost, the routing
+cost scenario: tests/bench/test_cost_scenarios.py)."""
 
 from __future__ import annotations
 
@@ -9,16 +10,7 @@ from dataclasses import replace
 import pytest
 
 from bench.routing import result_table, run_one
-from bench.routing_cost import main as cost_main
 from bench.routing_load import MULTI_TURN
-from tests.support.tables import printed_rows
-
-
-def test_the_cost_bench_prints_every_piece(capsys: pytest.CaptureFixture[str]) -> None:
-    rows = printed_rows(cost_main, ["--number", "20", "--replicas", "3"], capsys)
-    assert rows[0] == "piece"
-    assert "decision: affinity, content key" in rows
-    assert "Balancer.request: affinity" in rows
 
 
 @pytest.mark.anyio

@@ -60,6 +60,16 @@ BROKEN_CASES = {
         "which is not defined"
     ],
     "duplicate-key": [f":7: {CHAT}.n: duplicate key (first defined on line 6)"],
+    "json-schema-misplaced": [
+        ":4: routes./v1/chat/completions.answers.schema: Input should be 'off', 'report' or "
+        "'enforce', got \"always\"",
+        f":6: {CHAT}.seed.json_schema: 'json_schema' is for a value that is a JSON Schema (an "
+        "object), and type excludes objects",
+        f":7: {CHAT}.tools.json_schema.keywords.maxLength.action: Input should be 'pass' or "
+        "'reject', got \"ignore\"",
+        f":7: {CHAT}.tools.json_schema.limits.max_depth: Input should be greater than or equal "
+        "to 1, got 0",
+    ],
     "invalid-yaml": [":6: (top level): invalid YAML: expected ',' or '}', but got ':'"],
 }
 

@@ -99,9 +99,11 @@ def test_the_api_and_metrics_ports_are_exposed(pod: dict[str, Any], image_config
     exposed = {int(port) for rest in values(final(), "EXPOSE") for port in rest.split()}
     listen = image_config.listen
     assert listen.metrics_port is not None
-    assert exposed == {listen.port, listen.metrics_port}
+    # serve's two ports, and ft-gateway extproc's gRPC one (the chart's extproc mode).
+    assert exposed == {listen.port, listen.metrics_port, image_config.extproc.port}
+    assert image_config.extproc.host == "0.0.0.0"
     (container,) = pod["containers"]
-    assert {p["containerPort"] for p in container["ports"]} == exposed
+    assert {p["containerPort"] for p in container["ports"]} == exposed - {image_config.extproc.port}
     healthcheck = " ".join(values(final(), "HEALTHCHECK"))
     assert "/healthz" in healthcheck and "FT_GATEWAY_PORT" in healthcheck
 

@@ -12,6 +12,7 @@ from gateway.limits.config import RedisStore as RedisConfig
 from gateway.limits.gcra import Limit
 from gateway.limits.redisstore import RedisStore
 from gateway.limits.resp import RedisCommandError, RedisConnection, pack
+from tests.support.polling import until
 from tests.support.redisserver import RedisServer
 
 
@@ -95,3 +96,27 @@ async def test_live_leases_are_renewed_and_a_dead_pods_expire(redis_server: Redi
             await asyncio.sleep(0.02)
     await live.aclose()
     redis.close()
+
+
+@pytest.mark.anyio
+async def test_a_connection_that_opens_after_its_caller_gave_up_is_kept(
+    redis_server: RedisServer,
+) -> None:
+    # A burst of decisions on a loaded machine: the caller's time-out passes while the
+    # connection is still opening (here its SELECT waits on a paused Redis). The
+    # connection that opens after must be the one the next call uses, not left open to
+    # no one while another is opened.
+    admin = RedisConnection(redis_server.url, connect_timeout=1)
+    await admin.call(pack("CLIENT", "PAUSE", "300", "ALL"), timeout=5)
+    redis = RedisConnection(f"redis://127.0.0.1:{redis_server.port}/1", connect_timeout=5)
+    try:
+        with pytest.raises(TimeoutError):
+            await redis.call(pack("PING"), timeout=0.05)
+        opening = redis._opening
+        assert opening is not None
+        await until(opening.done, "the connection to open")
+        assert await redis.call(pack("PING"), timeout=5) == b"PONG"
+        assert redis.opened == 1
+    finally:
+        redis.close()
+        admin.close()

@@ -43,11 +43,11 @@ PROMPT = "My card number is 4111 1111 1111 1111, please remember it."
         ),
         ({"prompt": ["ab", "c"], "suffix": "d"}, True, {"prompt": ["xx", "x"], "suffix": "x"}),
         ({"input": "Hi", "instructions": ""}, True, {"input": "xx", "instructions": ""}),
-        # kept: what the policy decides by
+        # kept: what the policy decides by (a stop sequence is the client's words)
         (
             {"model": "m", "temperature": 0.5, "stop": ["END"], "n": 2, "logprobs": True},
             True,
-            {"model": "m", "temperature": 0.5, "stop": ["END"], "n": 2, "logprobs": True},
+            {"model": "m", "temperature": 0.5, "stop": ["xxx"], "n": 2, "logprobs": True},
         ),
         ({"messages": [{"role": "user", "content": "Hi"}]}, False, None),
         # secrets, wherever they are and whatever redact_text says
@@ -105,7 +105,7 @@ async def test_captured_bodies_on_a_real_server(fake_engine: FakeEngine, tmp_pat
     assert records[0]["body"] == {
         "model": MODEL,
         "messages": [{"role": "user", "content": "x" * len(PROMPT)}],
-        "user": "u",
+        "user": "x",  # not listed as clear: the client's words
     }
     assert records[1]["body"]["logprobs"] is True
 

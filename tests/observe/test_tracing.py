@@ -23,7 +23,7 @@ from gateway.settings import Tracing as TracingSettings
 from tests.support.bodies import CHAT, MODEL, chat, chunk_event, completion, sse
 from tests.support.engine import JSON, STREAM_HEAD, FakeEngine, chunk, http_response, sends
 from tests.support.gateways import gateway_settings
-from tests.support.otlp import CLIENT, SERVER, STATUS_ERROR, otlp_receiver
+from tests.support.otlp import CLIENT, SERVER, STATUS_ERROR, KeptSpans, otlp_receiver
 from tests.support.requestids import choice_id, engine_id
 from tests.support.servers import free_port, running_server
 
@@ -186,22 +186,11 @@ async def test_a_stream_records_its_first_byte_usage_and_finish_reasons() -> Non
     assert upstream.start <= first <= upstream.end
 
 
-class _Kept(SpanExporter):
-    """A collector in memory."""
-
-    def __init__(self) -> None:
-        self.spans: list[ReadableSpan] = []
-
-    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
-        self.spans.extend(spans)
-        return SpanExportResult.SUCCESS
-
-
 def test_every_time_a_span_carries_comes_from_one_clock() -> None:
     # A request whose trace begins a second after it came in, as on a loaded machine:
     # the span still starts when the request came in, and its events (the policy's,
     # the first byte) fall between each span's start and end.
-    kept = _Kept()
+    kept = KeptSpans()
     tracing = Tracing(TracingSettings(enabled=True), exporter=kept)
     exchange = Exchange("POST", CHAT, CHAT, "req-clock", started=time.perf_counter() - 1.0)
     tracing.begin(exchange, [])
@@ -407,6 +396,7 @@ async def test_an_embeddings_request_is_an_embeddings_span_with_input_tokens_onl
         otlp_receiver() as (receiver, traces),
         traced_gateway(engine.url, traces) as c,
     ):
+        engine.models = ["emb"]  # what it lists: the gateway refuses names it does not
         sent = {"model": "emb", "input": ["a b c"], "encoding_format": "base64", "dimensions": 1}
         assert (
             await c.post("/v1/embeddings", json=sent, headers={"x-request-id": "em"})

@@ -82,7 +82,8 @@ def test_token_ids_refusal_gives_the_reason(policy: Policy) -> None:
     assert decision.error is not None
     assert decision.error.message == (
         "Unsupported value: 'input' given as token ids is not supported by this deployment. "
-        "Token ids are engine-specific: send the text."
+        "Token ids are engine-specific: send the text (LangChain's OpenAIEmbeddings sends "
+        "ids unless given check_embedding_ctx_length=False)."
     )
     assert [(o.field, o.action) for o in decision.outcomes] == [("input", REJECTED)]
 
@@ -129,7 +130,9 @@ def test_rerank_and_tokenize_rules(
 
 def test_token_ids_takes_pass_or_reject_only() -> None:
     text = POLICY.read_text().replace(
-        'token_ids: {action: reject, reason: "Token ids are engine-specific: send the text."}',
+        'token_ids: {action: reject, reason: "Token ids are engine-specific: send the text '
+        "(LangChain's OpenAIEmbeddings sends ids unless given "
+        'check_embedding_ctx_length=False)."}',
         "token_ids: {action: strip}",
     )
     with pytest.raises(SourceError, match="'token_ids' takes action 'pass' or 'reject'"):

@@ -22,7 +22,7 @@ def test_an_engine_that_answers_any_name_is_found_ignoring_model() -> None:
     result = run_probe(ToyEngine(ignore={"model"}))
     assert verdict(result, CHAT, MODEL).outcome == IGNORED
     written = " ".join(render_policy(result).split())
-    assert "answers a name it does not serve: keep it behind the gateway's table" in written
+    assert "answers a name it does not serve: the gateway refuses the names" in written
 
 
 def test_a_deployment_is_probed_by_its_name(

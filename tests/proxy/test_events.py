@@ -173,8 +173,18 @@ async def test_a_stream_past_max_bytes_ends_with_an_error_event() -> None:
 
 
 @pytest.mark.anyio
-async def test_bytes_after_done_are_read_but_not_sent() -> None:
-    assert await relay(CHUNK, DONE, b"data: late\n\n") == CHUNK + DONE
+@pytest.mark.parametrize("pieces", [[CHUNK, DONE], [CHUNK + DONE]], ids=["apart", "together"])
+async def test_nothing_after_done_is_read_nor_sent(pieces: list[bytes]) -> None:
+    taken: list[bytes] = []
+
+    async def engine() -> AsyncIterator[bytes]:
+        for piece in [*pieces, b"data: late\n\n", b"data: later\n\n"]:
+            taken.append(piece)
+            yield piece
+
+    out = b"".join([c async for c in relay_stream(engine())])
+    assert out == CHUNK + DONE
+    assert taken == pieces  # the stream ended at [DONE]: the engine's next bytes stay unread
 
 
 @pytest.mark.anyio

@@ -20,7 +20,7 @@ from gateway.app.factory import create_app
 from gateway.serving.server import uvicorn_options
 from gateway.settings import Settings
 from tests.support.asgi import read_body
-from tests.support.bodies import completion
+from tests.support.bodies import MODEL, completion
 from tests.support.fuzzing import (
     ROUTES,
     check_error_shape,
@@ -46,6 +46,9 @@ class Engine:
         self._lock = threading.Lock()
 
     def answer(self, path: str, body: bytes) -> tuple[bytes, bytes]:
+        if path == "/v1/models":  # the gateway asking what it serves: not a client's request
+            listed = {"object": "list", "data": [{"id": "m"}, {"id": MODEL}]}
+            return orjson.dumps(listed), b"application/json"
         with self._lock:
             self.bodies.append((path, body))
         if orjson.loads(body).get("stream") is True:

@@ -8,8 +8,9 @@ from typing import Any
 import pytest
 
 from gateway.errors import GatewayError
+from gateway.jsonbody.parse import parse_request
 from gateway.proxy.headers import request_ids
-from gateway.proxy.request import parse_request, read_body
+from gateway.proxy.request import read_body
 
 pytestmark = pytest.mark.anyio
 

@@ -13,14 +13,13 @@ import anyio
 import httpx
 import pytest
 
-from gateway.access.keys import hash_key
 from gateway.observe.exchange import Observers
 from gateway.observe.logs import AccessLog
 from gateway.proxy import route as proxy
 from gateway.settings import Settings
 from tests.support.bodies import CHAT, ERROR_KEYS, chat
 from tests.support.engine import FakeEngine
-from tests.support.faults import DEADLINE, fault_settings
+from tests.support.faults import DEADLINE, keyed_fault_settings
 from tests.support.gateways import Gateway
 
 pytestmark = pytest.mark.anyio
@@ -31,12 +30,8 @@ PROMPT = "PROMPT-SECRET: my card number is 4111 1111 1111 1111"
 
 @pytest.fixture
 def settings(fake_engine: FakeEngine, monkeypatch: pytest.MonkeyPatch) -> Settings:
-    monkeypatch.setenv("TEST_ENGINE_KEY", ENGINE_KEY)
-    monkeypatch.setenv("TEST_CLIENT_KEYS", f"alice:{hash_key(CLIENT_KEY)}")
-    return fault_settings(
-        fake_engine.url,
-        FT_GATEWAY_UPSTREAM__API_KEY_ENV="TEST_ENGINE_KEY",
-        FT_GATEWAY_AUTH__KEYS_ENV="TEST_CLIENT_KEYS",
+    return keyed_fault_settings(
+        fake_engine.url, monkeypatch, engine_key=ENGINE_KEY, client_key=CLIENT_KEY
     )
 
 
@@ -50,7 +45,9 @@ HOSTILE_HEADERS = {
     "te": "trailers",
     "trailer": "x-late",
     "proxy-connection": "keep-alive",
-    "x-forwarded-host": "kept",  # an ordinary end-to-end header, for contrast
+    "x-api-key": CLIENT_KEY,  # credential-like: never forwarded (docs/headers.md)
+    "x-forwarded-for": "10.9.8.7",  # a claimed address: never forwarded
+    "x-custom-thing": "kept",  # an ordinary end-to-end header, for contrast
 }
 
 
@@ -64,14 +61,14 @@ async def test_hop_by_hop_headers_and_client_credentials_never_reach_the_engine(
     assert response.status_code == 200
     seen = await fake_engine.wait_for_request("sec-1")
     names = {name for name, _ in seen.headers}
-    for name in HOSTILE_HEADERS.keys() - {"authorization", "connection", "x-forwarded-host"}:
+    for name in HOSTILE_HEADERS.keys() - {"authorization", "connection", "x-custom-thing"}:
         assert name.encode() not in names, name
     # The upstream client may say Connection for its own connection, never the client's.
     assert seen.header(b"connection") in (None, b"keep-alive")
     assert CLIENT_KEY.encode() not in b"".join(v for _, v in seen.headers)
     assert seen.header(b"authorization") == f"Bearer {ENGINE_KEY}".encode()  # the engine's own
     assert seen.header(b"host") == fake_engine.url.removeprefix("http://").encode()
-    assert seen.header(b"x-forwarded-host") == b"kept"
+    assert seen.header(b"x-custom-thing") == b"kept"
     assert seen.header(b"content-length") == str(len(seen.body)).encode()
     assert seen.header(b"transfer-encoding") is None
 

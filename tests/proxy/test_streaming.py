@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -11,7 +12,7 @@ import anyio
 import httpx
 import pytest
 
-from tests.support.bodies import CHAT, chat, sse, sse_events
+from tests.support.bodies import CHAT, MODEL, chat, sse, sse_events
 from tests.support.gateways import gateway_in_front_of
 from tests.support.servers import running_server
 
@@ -39,6 +40,11 @@ class SteppedEngine:
             return
         while (await receive()).get("more_body"):
             pass
+        if scope["path"] == "/v1/models":  # what it serves, asked by the gateway first
+            listed = json.dumps({"object": "list", "data": [{"id": MODEL}]}).encode()
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+            await send({"type": "http.response.body", "body": listed})
+            return
         await send(
             {
                 "type": "http.response.start",

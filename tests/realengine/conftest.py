@@ -41,8 +41,9 @@ def served(request: pytest.FixtureRequest, out_dir: Path) -> Iterator[Running]:
 
 @pytest.fixture(scope="session")
 def probed(served: Running, out_dir: Path) -> Probed:
-    """``ft-gateway probe`` run against ``served``, once per engine."""
-    return probe(served, out_dir)
+    """``ft-gateway probe`` run against ``served``, once per engine (on the routes
+    ``FT_REAL_ENGINES_PROBE_ROUTE`` names, ``all`` by default)."""
+    return probe(served, out_dir, os.environ.get("FT_REAL_ENGINES_PROBE_ROUTE", "all"))
 
 
 @pytest.fixture(scope="session")

@@ -22,6 +22,9 @@ from typing import Any
 
 import yaml
 
+from gateway.probe.keywords import case_named
+from gateway.probe.report import KEYWORDS, NATIVE_KEYWORDS, TOOLS
+
 ROUTES = ("/v1/chat/completions", "/v1/completions")
 RESPONSES = "/v1/responses"
 MESSAGES = "/v1/messages"
@@ -126,10 +129,44 @@ def _select(rule: dict[str, Any] | None, key: str | None) -> dict[str, Any] | No
     return {"action": "pass", **found}
 
 
+def _dig(value: Any, *path: str) -> Any:
+    for step in path:
+        value = value.get(step) if isinstance(value, dict) else None
+    return value
+
+
+_TOOL_FIELDS = {"tool arguments": "tools", "parallel_tool_calls false": "parallel_tool_calls"}
+
+
+def below_does(policy: dict[str, Any], section: str, name: str) -> str:
+    """What the written ``policy`` does with a tool check or a keyword case ``name``."""
+    chat = _dig(policy, "routes", "/v1/chat/completions", "fields") or {}
+    if section == TOOLS:
+        return _describe(chat.get(_TOOL_FIELDS.get(name, "tool_choice")))
+    if section == NATIVE_KEYWORDS:
+        fmt = _dig(policy, "routes", RESPONSES, "fields", "text", "fields", "format")
+        table = _dig(fmt, "select", "rules", "json_schema", "fields", "schema", "json_schema")
+    else:
+        wrapper = _dig(chat, "response_format", "select", "rules", "json_schema", "fields")
+        table = _dig(wrapper, "json_schema", "fields", "schema", "json_schema")
+    if not isinstance(table, dict):
+        return "json_schema refused"
+    case = case_named(name)
+    rule = (table.get("keywords") or {}).get(case.keyword)
+    if rule is None:
+        return "400 (not named)"
+    if case.context is not None:
+        kind, what = case.context
+        rule = (rule.get(kind) or {}).get(what) or rule.get("unknown") or rule
+    return "400" if rule.get("action") == "reject" else "pass"
+
+
 def policy_does(policy: dict[str, Any], route: str, name: str) -> str:
     """What the written ``policy`` does on ``route`` with what the probe called ``name``:
     a top-level field, ``(unknown field)``, a role (``system role``), ``(unknown role)``,
     a user content part (``image_url part``) or ``tool message``."""
+    if route in (TOOLS, KEYWORDS, NATIVE_KEYWORDS):
+        return below_does(policy, route, name)
     if route not in policy.get("routes", {}):
         return "route not declared (404)"
     on_route = policy["routes"][route]
@@ -292,7 +329,7 @@ def render(runs: list[Measured]) -> str:
         )
     lines.append("")
     differing: list[str] = []
-    for route in (*ROUTES, RESPONSES, MESSAGES, EMBEDDINGS):
+    for route in (*ROUTES, RESPONSES, MESSAGES, EMBEDDINGS, TOOLS, KEYWORDS, NATIVE_KEYWORDS):
         names = _fields(runs, route)
         if not names:
             continue

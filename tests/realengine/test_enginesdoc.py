@@ -13,7 +13,7 @@ import httpx
 import yaml
 
 from gateway.probe.client import EngineClient
-from gateway.probe.report import render_markdown
+from gateway.probe.report import KEYWORDS, NATIVE_KEYWORDS, TOOLS, render_markdown
 from gateway.probe.responses import RESPONSES
 from gateway.probe.route import CHAT, COMPLETIONS
 from gateway.probe.runner import ProbeResult, probe_engine
@@ -180,3 +180,34 @@ def test_a_verdict_of_two_words_is_read() -> None:
         "|---|---|---|---|\n| seed | **alone only** | 0.984 | reproducible alone only |\n"
     )
     assert report.verdict(CHAT, "seed") == Row("seed", "alone only", "reproducible alone only")
+
+
+def test_below_the_field_each_keyword_and_tool_check_is_paired_with_its_rule() -> None:
+    keywords = {
+        "maxLength": {"action": "reject"},
+        "minimum": {"action": "pass", "types": {"number": {"action": "reject"}}},
+        "format": {"values": {"email": {"action": "pass"}}, "unknown": {"action": "reject"}},
+    }
+    schema = {"json_schema": {"keywords": keywords}}
+    wrapper = {"fields": {"json_schema": {"fields": {"schema": schema}}}}
+    fields = {
+        "tool_choice": {"action": "reject", "neutral": ["auto"]},
+        "parallel_tool_calls": {"action": "pass"},
+        "response_format": {"select": {"rules": {"json_schema": wrapper}}},
+    }
+    policy = {"routes": {"/v1/chat/completions": {"fields": fields}}}
+    said = {
+        name: policy_does(policy, KEYWORDS, name)
+        for name in ("maxLength", "minimum", "minimum on number", "format email", "format uuid")
+    }
+    assert said == {
+        "maxLength": "400",
+        "minimum": "pass",
+        "minimum on number": "400",
+        "format email": "pass",
+        "format uuid": "400",
+    }
+    assert policy_does(policy, KEYWORDS, "uniqueItems") == "400 (not named)"
+    assert policy_does(policy, TOOLS, "tool_choice required") == '400; neutral `"auto"` passes'
+    assert policy_does(policy, TOOLS, "parallel_tool_calls false") == "pass"
+    assert policy_does({"routes": {}}, NATIVE_KEYWORDS, "maxLength") == "json_schema refused"

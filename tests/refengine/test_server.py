@@ -169,10 +169,10 @@ async def test_stop_strings_end_the_text_before_them(
     assert (got, reason) == (cut, "stop")
 
 
-async def test_models_lists_the_served_model(client: httpx.AsyncClient) -> None:
+async def test_models_lists_every_served_model(client: httpx.AsyncClient) -> None:
     body = (await client.get("/v1/models")).json()
     assert body["object"] == "list"
-    assert [m["id"] for m in body["data"]] == [MODEL]
+    assert [m["id"] for m in body["data"]] == [MODEL, "ref-embedding-1", "ref-reranker-1"]
 
 
 @pytest.mark.parametrize(

@@ -15,7 +15,7 @@ from refengine.structured.generate import HARD_DEPTH, generate
 from refengine.structured.keywords import CHECKED, CONSTRUCTED, NAMEABLE, parse_names
 from refengine.structured.schema import MAX_NESTING, SchemaRefused, SchemaRules, compile_schema
 from sampler.draws import Draws
-from tests.support.schemas import errors
+from tests.support.validating import errors
 
 SEEDS = range(40)
 WORDS = answer_words(default_model().tokenizer)

@@ -17,9 +17,9 @@ from refengine.cli import parse_args, structured_options
 from refengine.structured.options import StructuredOptions
 from refengine.structured.schema import SchemaRules
 from tests.support.bodies import MODEL, NO_THINKING
-from tests.support.schemas import errors
 from tests.support.sdk import sdk
 from tests.support.servers import running_server
+from tests.support.validating import errors
 
 pytestmark = pytest.mark.anyio
 

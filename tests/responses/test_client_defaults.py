@@ -42,6 +42,8 @@ _NOT_FOR_THE_ENGINE = {
 
 @pytest.fixture
 async def served(fake_engine: FakeEngine) -> AsyncIterator[Gateway]:
+    # The engine serves the names the clients send (their own defaults, such as Codex's).
+    fake_engine.models += [json.loads(p.read_text())["body"]["model"] for p in CLIENTS]
     settings = load_settings(
         ROOT / "config.yaml",
         overrides={("upstream", "url"): fake_engine.url, ("listen", "port"): 0},

@@ -53,7 +53,9 @@ def native(request: httpx.Request) -> httpx.Response:
     ids=["translate", "native"],
 )
 async def test_tokens_are_counted_by_route(mode: str, handler: Any) -> None:
-    settings = gateway_settings(overrides={("upstream", "responses"): mode})
+    # The model is a label once the config names it (observe/modelnames.py).
+    named: dict[tuple[str, ...], Any] = {("model_access",): {"keys": {"metering-test": [MODEL]}}}
+    settings = gateway_settings(overrides={("upstream", "responses"): mode, **named})
     app = create_app(settings, transport=MockEngine(handler).transport)
     async with asgi_client(app) as client:
         for stream in (False, True):

@@ -52,7 +52,7 @@ def test_the_default_is_per_port_and_none_for_port_0(
 ) -> None:
     monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))
     with serving_pidfile(gateway_settings(overrides={("listen", "port"): 18091})) as held:
-        assert held == tmp_path / "ft-gateway-18091.pid"
+        assert held == tmp_path / "ft-gateway" / "ft-gateway-18091.pid"
         assert live_pid(held) == os.getpid()
     with serving_pidfile(gateway_settings(overrides={("listen", "port"): 0})) as held:
         assert held is None

@@ -12,10 +12,9 @@ passes custom headers on to the engine), tuned by ``x-bad-delay`` (seconds),
 ``x-bad-chunks``, ``x-bad-bytes``, ``x-bad-gate`` and ``x-bad-location``. That is what the
 soak runs against (``python -m tests.support.engine``).
 
-Every request is recorded (``requests``) with its connection, and every connection records
-when it closed (``Connection.closed_at``, ``perf_counter`` time), so tests can tell how
-soon a hang-up reached the engine, and an abandoned stream from a connection that went
-back to a pool. Standard library only: the root conftest's plugin imports it.
+Every request is recorded (``requests``) with its connection, and every connection when it
+closed (``Connection.closed_at``, ``perf_counter``), so tests tell how soon a hang-up reached
+the engine. Standard library only: the root conftest's plugin imports it.
 """
 
 from __future__ import annotations
@@ -23,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import http
 import json
 import socket
 import struct
@@ -32,7 +30,15 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.support.bodies import DONE, chunk_event, completion
+from tests.support.bodies import DONE, MODEL, chunk_event, completion
+from tests.support.httpbytes import JSON as JSON
+from tests.support.httpbytes import LAST_CHUNK as LAST_CHUNK
+from tests.support.httpbytes import STREAM_HEAD as STREAM_HEAD
+from tests.support.httpbytes import chunk as chunk
+from tests.support.httpbytes import http_head as http_head
+from tests.support.httpbytes import http_response as http_response
+from tests.support.httpbytes import stream_end as stream_end
+from tests.support.httpbytes import stream_start as stream_start
 from tests.support.requestids import engine_id
 
 MODES = (
@@ -53,47 +59,11 @@ MODES = (
     "garbage",  # not HTTP at all
     "notstream",  # JSON answer to a streaming request
 )
-JSON = [(b"content-type", b"application/json")]
 HTML_500 = (
     b"<html><body><h1>Internal Server Error</h1><pre>Traceback (most recent call last):\n"
     b'  File "/srv/engine/server.py", line 88, in generate\n'
     b"ConnectionError: scheduler at 10.12.0.7:7000 unreachable</pre></body></html>"
 )
-
-
-def http_head(status: int, headers: list[tuple[bytes, bytes]]) -> bytes:
-    """The status line and headers of an HTTP/1.1 response."""
-    lines = [b"HTTP/1.1 %d %s" % (status, http.HTTPStatus(status).phrase.encode())]
-    lines += [name + b": " + value for name, value in headers]
-    return b"\r\n".join(lines) + b"\r\n\r\n"
-
-
-def http_response(
-    status: int, body: bytes, *, headers: list[tuple[bytes, bytes]] | None = None
-) -> bytes:
-    """A whole HTTP/1.1 response with Content-Length."""
-    return http_head(status, [(b"content-length", b"%d" % len(body)), *(headers or [])]) + body
-
-
-def chunk(data: bytes) -> bytes:
-    """``data`` as one chunk of a chunked body."""
-    return b"%x\r\n" % len(data) + data + b"\r\n"
-
-
-STREAM_HEAD = http_head(
-    200, [(b"content-type", b"text/event-stream"), (b"transfer-encoding", b"chunked")]
-)
-LAST_CHUNK = b"0\r\n\r\n"
-
-
-def stream_start(*events: bytes) -> bytes:
-    """The head of an SSE answer and ``events``, each one chunk of its chunked body."""
-    return STREAM_HEAD + b"".join(chunk(e) for e in events)
-
-
-def stream_end(*events: bytes) -> bytes:
-    """``events``, then ``[DONE]`` and the end of the chunked body."""
-    return b"".join(chunk(e) for e in events) + chunk(DONE) + LAST_CHUNK
 
 
 @dataclass
@@ -170,6 +140,18 @@ class Wire:
     @property
     def open(self) -> bool:
         return not self._writer.is_closing() and not self.connection.closed.is_set()
+
+    @property
+    def unread(self) -> int:
+        """Bytes the client sent that no request has been read from yet."""
+        return len(self._buffer)
+
+    async def until_input(self) -> bool:
+        """Return once the client has sent bytes not read yet (True) or has left (False)."""
+        while not self._buffer:
+            if not await self._wait():
+                return False
+        return True
 
     async def _pump(self) -> None:
         try:
@@ -259,6 +241,8 @@ class FakeEngine:
         self.handler: Handler = handler or self.misbehave
         self.port = port
         self.requests: list[Seen] = []
+        # What it answers the gateway's own GET /v1/models with: the names tests send.
+        self.models = ["m", MODEL]
         self.connections: list[Connection] = []
         self.connection_closed = asyncio.Event()  # set when any connection closes
         self.gates: dict[str, asyncio.Event] = {}
@@ -370,6 +354,13 @@ class FakeEngine:
                     break
                 parts.append(data[:-2])
             seen.body = b"".join(parts)
+        if (seen.header(b"user-agent") or b"").startswith(b"ft-gateway/"):
+            # The gateway's own reading of the model list (gateway/fleet/served.py): not a
+            # client's request, so neither recorded nor given to a test's handler.
+            listed = [{"id": name, "object": "model"} for name in self.models]
+            body = json.dumps({"object": "list", "data": listed}).encode()
+            await wire.send(http_response(200, body, headers=JSON))
+            return True
         if self.record:
             self.requests.append(seen)
             async with self.arrived:
@@ -402,7 +393,7 @@ class FakeEngine:
         stream = isinstance(body, dict) and body.get("stream") is True
         model = str(body.get("model", "m")) if isinstance(body, dict) else "m"
         if request.target.startswith("/v1/models"):
-            models = {"object": "list", "data": [{"id": "m", "object": "model"}]}
+            models = {"object": "list", "data": [{"id": n, "object": "model"} for n in self.models]}
             await wire.send(http_response(200, json.dumps(models).encode(), headers=JSON))
             return
         if mode == "slow":

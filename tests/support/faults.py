@@ -8,6 +8,9 @@ import contextlib
 import socket
 from collections.abc import Iterator
 
+import pytest
+
+from gateway.access.keys import hash_key
 from gateway.settings import Settings
 from tests.support.gateways import gateway_settings
 from tests.support.servers import free_port
@@ -34,6 +37,26 @@ def fault_settings(upstream: str, *, client: str = "httpx", **env: str) -> Setti
         **env,
     }
     return gateway_settings(upstream, environ=environ)
+
+
+def keyed_fault_settings(
+    upstream: str,
+    monkeypatch: pytest.MonkeyPatch,
+    *,
+    engine_key: str,
+    client_key: str,
+    **env: str,
+) -> Settings:
+    """``fault_settings`` with the engine's key ``engine_key`` and one client key,
+    ``client_key`` (named alice), both from environment variables; ``env`` as more."""
+    monkeypatch.setenv("FAULTS_ENGINE_KEY", engine_key)
+    monkeypatch.setenv("FAULTS_CLIENT_KEYS", f"alice:{hash_key(client_key)}")
+    return fault_settings(
+        upstream,
+        FT_GATEWAY_UPSTREAM__API_KEY_ENV="FAULTS_ENGINE_KEY",
+        FT_GATEWAY_AUTH__KEYS_ENV="FAULTS_CLIENT_KEYS",
+        **env,
+    )
 
 
 def refused_url() -> str:

@@ -323,7 +323,7 @@ def path_exists(node: Any, path: str, *, missing: bool = False) -> bool:
 def check_forwardable(route: str, forwarded: bytes) -> None:
     """What reached the engine parses, has no duplicate keys, and passes the policy unchanged."""
     body = orjson.loads(forwarded)
-    from gateway.proxy.duplicatekeys import check_duplicate_keys
+    from gateway.jsonbody.duplicatekeys import check_duplicate_keys
 
     check_duplicate_keys(forwarded, body)
     decision = apply_policy(POLICY, route, body)

@@ -46,15 +46,33 @@ def canned(request: httpx.Request) -> httpx.Response:
     return httpx.Response(200, json=ANSWER)
 
 
+def served(request: httpx.Request) -> httpx.Response:
+    """The model list a MockEngine answers the gateway's own question with: the names
+    the tests send."""
+    return httpx.Response(200, json={"object": "list", "data": [{"id": MODEL}, {"id": "m"}]})
+
+
 class MockEngine:
     """An engine behind ``httpx.MockTransport`` (``transport``): records each request and
-    answers it with ``handler``, by default ``canned``."""
+    answers it with ``handler``, by default ``canned``. ``requests`` are those sent for
+    a client; ``own`` the gateway's own (its reading of the model list, known by its
+    user-agent: gateway/fleet/served.py), answered by ``models`` (default ``served``)."""
 
-    def __init__(self, handler: Callable[[httpx.Request], httpx.Response] = canned) -> None:
+    def __init__(
+        self,
+        handler: Callable[[httpx.Request], httpx.Response] = canned,
+        *,
+        models: Callable[[httpx.Request], httpx.Response] = served,
+    ) -> None:
         self.requests: list[httpx.Request] = []
+        self.own: list[httpx.Request] = []
         self.handler = handler
+        self.models = models
 
     def __call__(self, request: httpx.Request) -> httpx.Response:
+        if request.headers.get("user-agent", "").startswith("ft-gateway/"):
+            self.own.append(request)
+            return self.models(request)
         self.requests.append(request)
         return self.handler(request)
 

@@ -16,6 +16,7 @@ import json
 from typing import Any
 
 from tests.support.asgi import read_body
+from tests.support.bodies import MODEL
 
 WORDS = ["alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta"]
 
@@ -49,7 +50,7 @@ class MeteredEngine:
                     await send({"type": "lifespan.shutdown.complete"})
                     return
         if scope["path"] == "/v1/models":
-            await self._json(send, {"object": "list", "data": [{"id": "m"}]})
+            await self._json(send, {"object": "list", "data": [{"id": "m"}, {"id": MODEL}]})
             return
         body = json.loads(await read_body(receive))
         self.bodies.append(body)

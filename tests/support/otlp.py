@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,6 +14,8 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceResponse,
 )
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
+from opentelemetry.sdk.trace import ReadableSpan
+from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import Response
@@ -133,3 +135,14 @@ async def otlp_receiver() -> AsyncIterator[tuple[OtlpReceiver, str]]:
     receiver = OtlpReceiver()
     async with running_server(receiver.app, lifespan="off") as url:
         yield receiver, f"{url}/v1/traces"
+
+
+class KeptSpans(SpanExporter):
+    """A collector in memory: every span exported, in ``spans``."""
+
+    def __init__(self) -> None:
+        self.spans: list[ReadableSpan] = []
+
+    def export(self, spans: Sequence[ReadableSpan]) -> SpanExportResult:
+        self.spans.extend(spans)
+        return SpanExportResult.SUCCESS

@@ -8,7 +8,7 @@ from typing import Any
 
 from gateway.probe.client import EngineClient
 from gateway.probe.route import CHAT, COMPLETIONS
-from gateway.probe.runner import ProbeResult, probe_engine
+from gateway.probe.runner import ProbeResult, planned_requests, probe_engine
 from gateway.probe.verdict import Verdict
 from tests.support.toyengine import ToyEngine
 
@@ -20,12 +20,14 @@ def run_probe(
     toy: ToyEngine,
     routes: list[str] = BOTH,
     *,
-    max_requests: int = 120,
+    max_requests: int | None = None,
     extra: dict[str, Any] | None = None,
 ) -> ProbeResult:
-    """A probe of ``toy`` through its mock transport, dated DAY."""
+    """A probe of ``toy`` through its mock transport, dated DAY (``max_requests``: the
+    probe's own plan unless given)."""
+    budget = planned_requests(routes) if max_requests is None else max_requests
     with EngineClient(
-        "http://toy", transport=toy.transport, timeout=1, max_requests=max_requests
+        "http://toy", transport=toy.transport, timeout=1, max_requests=budget
     ) as client:
         return probe_engine(
             client, upstream="http://toy", model="toy", routes=routes, extra=extra, today=DAY

@@ -1,82 +1,55 @@
-"""Validating answers against JSON Schemas in tests: jsonschema with every format of
-OpenAI's strict subset asserted (its own checkers, plus date-time, duration and
-hostname from the standard library where jsonschema needs optional packages)."""
+"""Requests that carry a JSON Schema, in each place one stands, and the policy that
+checks them (tests/fixtures/policies/structured.yaml: an engine whose grammar drops
+some keywords, answer checks enforced)."""
 
 from __future__ import annotations
 
-import datetime
-import functools
-import json
-import re
 from typing import Any
 
-import jsonschema
-from jsonschema import Draft202012Validator, FormatChecker
+from tests.support.paths import FIXTURES
 
-_DURATION = re.compile(
-    r"P(?:\d+W|(?=\d|T\d)(?:\d+Y)?(?:\d+M)?(?:\d+D)?(?:T(?=\d)(?:\d+H)?(?:\d+M)?(?:\d+S)?)?)"
-)
-_LABEL = re.compile(r"(?!-)[A-Za-z0-9-]{1,63}(?<!-)")
-_DATE_TIME = re.compile(r"\d{4}-\d\d-\d\d[Tt]\d\d:\d\d:\d\d(?:\.\d+)?(?:[Zz]|[+-]\d\d:\d\d)")
-
-# The 2020-12 checkers (the plain FormatChecker() keeps draft 3's "time", without an
-# offset), with the ones that need optional packages written here.
-CHECKER = FormatChecker(formats=())
-CHECKER.checkers = dict(Draft202012Validator.FORMAT_CHECKER.checkers)
-
-
-def _date_time(value: object) -> bool:
-    if not isinstance(value, str):
-        return True
-    if not _DATE_TIME.fullmatch(value):
-        return False
-    try:
-        datetime.datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
-    except ValueError:
-        return False
-    return True
+STRUCTURED = FIXTURES / "policies" / "structured.yaml"
+CHAT = "/v1/chat/completions"
+RESPONSES = "/v1/responses"
+MODEL = "Qwen3.8-Flash-Next"
+MESSAGES: Any = [{"role": "user", "content": "Answer in JSON."}]
+# Where each place puts the schema (the prefix of every param naming a part of it).
+FORMAT = "response_format.json_schema.schema"
+TEXT_FORMAT = "text.format.schema"
+CHAT_TOOL = "tools[0].function.parameters"
+RESPONSES_TOOL = "tools[0].parameters"
 
 
-def _time(value: object) -> bool:
-    return not isinstance(value, str) or _date_time("1970-01-01T" + value)
+def formatted(schema: Any, *, strict: bool | None = None, **fields: Any) -> dict[str, Any]:
+    """A chat request whose response_format is ``schema`` (json_schema)."""
+    holder: dict[str, Any] = {"name": "person", "schema": schema}
+    if strict is not None:
+        holder["strict"] = strict
+    format_ = {"type": "json_schema", "json_schema": holder}
+    return {"model": MODEL, "messages": MESSAGES, "response_format": format_, **fields}
 
 
-def _duration(value: object) -> bool:
-    return not isinstance(value, str) or bool(_DURATION.fullmatch(value))
+def text_formatted(schema: Any, *, strict: bool | None = None, **fields: Any) -> dict[str, Any]:
+    """A Responses request whose text.format is ``schema``."""
+    format_: dict[str, Any] = {"type": "json_schema", "name": "person", "schema": schema}
+    if strict is not None:
+        format_["strict"] = strict
+    return {"model": MODEL, "input": "Answer in JSON.", "text": {"format": format_}, **fields}
 
 
-def _hostname(value: object) -> bool:
-    if not isinstance(value, str):
-        return True
-    return len(value) <= 253 and all(_LABEL.fullmatch(p) for p in value.split("."))
+def chat_tool(parameters: Any, *, name: str = "get_weather", **fields: Any) -> dict[str, Any]:
+    """A chat request with one function tool whose parameters are ``parameters``."""
+    function = {"name": name, "parameters": parameters}
+    tools = [{"type": "function", "function": function}]
+    return {"model": MODEL, "messages": MESSAGES, "tools": tools, **fields}
 
 
-CHECKER.checkers.update(
-    {
-        "date-time": (_date_time, ()),
-        "time": (_time, ()),
-        "duration": (_duration, ()),
-        "hostname": (_hostname, ()),
-    }
-)
+def responses_tool(parameters: Any, *, name: str = "get_weather", **fields: Any) -> dict[str, Any]:
+    """A Responses request with one function tool whose parameters are ``parameters``."""
+    tools = [{"type": "function", "name": name, "parameters": parameters}]
+    return {"model": MODEL, "input": "What is the weather?", "tools": tools, **fields}
 
 
-def validator(schema: Any) -> Any:
-    """A validator of ``schema`` (draft 2020-12 unless it says otherwise) asserting formats."""
-    return _validator(json.dumps(schema, sort_keys=True))
-
-
-@functools.lru_cache(maxsize=256)
-def _validator(text: str) -> Any:
-    schema = json.loads(text)
-    cls = jsonschema.validators.validator_for(schema, default=Draft202012Validator)
-    cls.check_schema(schema)
-    return cls(schema, format_checker=CHECKER)
-
-
-def errors(schema: Any, value: Any) -> list[str]:
-    """What is wrong with ``value`` under ``schema``: each error's path and message."""
-    return [
-        f"{'/'.join(map(str, e.absolute_path)) or '(root)'}: {e.message}"
-        for e in validator(schema).iter_errors(value)
-    ]
+def person(**properties: Any) -> dict[str, Any]:
+    """An object schema with ``properties`` (each a schema), all required."""
+    return {"type": "object", "properties": properties, "required": list(properties)}

@@ -83,6 +83,7 @@ class ToyEngine:
         hang_after: int | None = None,
         inside: dict[str, str] | None = None,
         prompt_tokens: bool = True,
+        json_whitespace: bool = False,
     ) -> None:
         self.ignore = set(ignore)
         self.reject = set(reject)
@@ -94,6 +95,8 @@ class ToyEngine:
         # role, part type or "tool_calls" -> RENDER, DROP, REJECT or FAIL
         self.inside = dict(inside or {})
         self.prompt_tokens = prompt_tokens  # reported in usage
+        # JSON mode answered "{" and whitespace to the token limit (a grammar that lets it).
+        self.json_whitespace = json_whitespace
         self.requests: list[dict[str, Any]] = []
         self._weights = np.random.default_rng(0).normal(0.0, 2.0, size=(VOCAB, VOCAB))
 
@@ -188,7 +191,11 @@ class ToyEngine:
             if stop in text:
                 text = text[: text.index(stop)]
         if (fields.get("response_format") or {}).get("type") == "json_object":
-            text = json.dumps({"answer": text})
+            text = (
+                "{" + "\n" * len(words) * 4
+                if self.json_whitespace
+                else json.dumps({"answer": text})
+            )
         choice: dict[str, Any] = {"index": index, "finish_reason": "length", "_tokens": len(words)}
         if chat:
             choice["message"] = {"role": "assistant", "content": text}

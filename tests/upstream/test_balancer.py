@@ -29,13 +29,16 @@ from gateway.settings import Settings, load_settings
 from gateway.upstream.balancer import Balancer, Replica
 from gateway.upstream.base import UpstreamClient, UpstreamResponse
 from gateway.upstream.factory import make_upstream
-from tests.support.bodies import CHAT, chat
+from tests.support.bodies import CHAT, MODEL, chat
 from tests.support.configs import refused_config
 from tests.support.gateways import asgi_client, gateway_settings
 from tests.support.heldengine import HeldEngine, arrivals
 from tests.support.servers import free_port, running_server
 
 BODY = chat()
+# The deployment's names configured (docs/fleet.md): no replica is asked for its model
+# list before the first request, so each test's replicas see its requests alone.
+SERVED: dict[tuple[str, ...], Any] = {("upstream", "models"): [MODEL]}
 
 
 class FakeResponse:
@@ -49,6 +52,9 @@ class FakeResponse:
 
     async def read(self, limit: int) -> bytes:
         return b"{}"
+
+    def finish(self) -> None:
+        pass
 
     async def aclose(self) -> None:
         self.closed = True
@@ -306,7 +312,8 @@ async def test_only_connect_failures_move_to_another_replica(
             raise failure
         return httpx.Response(200, json={"ok": True})
 
-    settings = gateway_settings("http://a:8000,http://b:8000")
+    # Its names configured: the gateway asks no replica for its model list first.
+    settings = gateway_settings("http://a:8000,http://b:8000", overrides=SERVED)
     app = create_app(settings, transport=httpx.MockTransport(engine))
     async with asgi_client(app) as client:
         response = await client.post(CHAT, json=BODY)
@@ -322,7 +329,7 @@ async def test_only_connect_failures_move_to_another_replica(
 
 @contextlib.asynccontextmanager
 async def gateway_over(urls: list[str], **env: str) -> AsyncIterator[tuple[str, Balancer]]:
-    settings = gateway_settings(",".join(urls), environ=env)
+    settings = gateway_settings(",".join(urls), environ=env, overrides=SERVED)
     app = create_app(settings)
     async with running_server(app) as url:
         balancer = app.state.gateway.engines.upstream_for(None)

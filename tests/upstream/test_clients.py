@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 from collections.abc import AsyncIterator, Callable
+from typing import cast
 
 import httpx
 import pytest
@@ -16,10 +17,15 @@ from gateway.upstream.base import UpstreamClient
 from gateway.upstream.factory import make_upstream
 from gateway.upstream.httptools_impl import HttptoolsUpstream
 from gateway.upstream.httpx_impl import HttpxUpstream
+from tests.support.bodies import DONE
 from tests.support.engine import (
     JSON,
+    LAST_CHUNK,
     FakeEngine,
     Handler,
+    Seen,
+    Wire,
+    chunk,
     http_response,
     sends,
     sends_when,
@@ -28,6 +34,7 @@ from tests.support.engine import (
     stream_start,
 )
 from tests.support.faults import refused_url, unanswered_url
+from tests.support.polling import until
 
 pytestmark = pytest.mark.anyio
 
@@ -305,4 +312,78 @@ async def test_httptools_pool_closes_connections_idle_past_keep_alive(
         for _ in range(2):
             await fetch(upstream)
         await engine.connection_closed.wait()
+    assert len(engine.connections) == 2
+
+
+def _done_first(rest: bytes, go: asyncio.Event) -> Handler:
+    """The first request gets a stream of ``[DONE]`` alone, then, once ``go`` is set,
+    ``rest`` (and, unless that ends the body, nothing more); every other one a JSON
+    answer."""
+    answered: list[int] = []
+
+    async def handler(request: Seen, wire: Wire) -> None:
+        if answered:
+            await wire.send(http_response(200, b"{}", headers=JSON))
+            return
+        answered.append(1)
+        await wire.send(stream_start(DONE))
+        await go.wait()
+        await wire.send(rest)
+        if not rest.endswith(LAST_CHUNK):
+            await wire.until_client_leaves()
+
+    return handler
+
+
+async def _finish_at_done(upstream: UpstreamClient) -> None:
+    """A stream read as the relay reads one: up to its end event, then finished, closed."""
+    response = await upstream.request("POST", "/v1/x", headers=[], body=b"{}")
+    assert await anext(response.chunks()) == DONE
+    response.finish()
+    await response.aclose()
+
+
+@pytest.mark.parametrize("name", ["aiohttp", "httptools"])
+async def test_a_stream_finished_at_its_end_event_keeps_its_connection(
+    name: str, connect: Callable[..., UpstreamClient]
+) -> None:
+    # (httpx closes a connection whose body was not read to its end: httpcore's rule.)
+    async with FakeEngine(sends(stream_start(DONE) + LAST_CHUNK)) as engine:
+        upstream = connect(name, engine.url)
+        await _finish_at_done(upstream)
+        await _finish_at_done(upstream)
+    assert len(engine.connections) == 1
+
+
+async def test_httptools_keeps_a_finished_streams_connection_when_its_end_comes_late(
+    connect: Callable[..., UpstreamClient],
+) -> None:
+    go = asyncio.Event()
+    async with FakeEngine(_done_first(LAST_CHUNK, go)) as engine:
+        upstream = connect("httptools", engine.url)
+        await _finish_at_done(upstream)
+        go.set()  # the body's end comes after the stream was finished and closed
+        pool = cast(HttptoolsUpstream, upstream)
+        await until(lambda: len(pool._idle) == 1, "the connection back in the pool")
+        assert (await fetch(upstream))[0] == 200
+    assert len(engine.connections) == 1
+
+
+@pytest.mark.parametrize(
+    "rest",
+    [
+        pytest.param(b"", id="silence"),
+        pytest.param(chunk(b"data: more\n\n" * 1000) * 100, id="more-events"),
+    ],
+)
+async def test_httptools_closes_a_finished_streams_connection_whose_body_does_not_end(
+    connect: Callable[..., UpstreamClient], rest: bytes
+) -> None:
+    go = asyncio.Event()
+    async with FakeEngine(_done_first(rest, go)) as engine:
+        upstream = connect("httptools", engine.url)
+        await _finish_at_done(upstream)
+        go.set()
+        await engine.connection_closed.wait()  # after 1 s of silence, or 64 KiB more
+        assert (await fetch(upstream))[0] == 200
     assert len(engine.connections) == 2

@@ -1,0 +1,5 @@
+"""``python -m bench.cost``: the cost scenarios (bench/cost/runner.py)."""
+
+from bench.cost.runner import main
+
+raise SystemExit(main())
