@@ -7,8 +7,9 @@ Each step is the one ``serve`` takes, through the same pure seams: the API keys
 (fleet/access.py) and the fleet table (deployments.py, through fleet.py), the policy
 (policy/engine.py) and its errors (errors.py). What the proxy does that a processor
 cannot do exactly is refused by name (``unsupported``): ``n`` served by fan-out (one
-request to Envoy cannot become several to the engine) and the Responses API in
-translate mode (a translation of the answer, and the store).
+request to Envoy cannot become several to the engine), the Responses API in
+translate mode (a translation of the answer, and the store) and the Batch API (files
+kept, each line policed by ``serve``'s runner).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import NamedTuple
 import orjson
 
 from gateway.app.reloadable import Reloadable
+from gateway.batches.api import BATCHES, FILES
 from gateway.errors import BodyTooLarge, GatewayError, InvalidRequest, ModelNotFound
 from gateway.extproc.fleet import Fleet, fleet_key
 from gateway.extproc.request import Request
@@ -29,6 +31,9 @@ from gateway.state import GatewayState
 
 # The code of every refusal of what only ``serve`` does.
 UNSUPPORTED = "unsupported_in_extproc"
+# The Batch API: serve keeps the files and runs each line through the policy itself;
+# through Envoy an upload would reach the engine unpoliced (or be a 404 there).
+BATCH_API = (FILES, BATCHES)
 
 
 class Forward(NamedTuple):
@@ -86,6 +91,12 @@ class Decider:
                 "are stored by ft-gateway serve; an Envoy external processor sees no "
                 "answer to translate or store. Send it through ft-gateway serve, or set "
                 "upstream.responses: native for an engine with its own /v1/responses."
+            )
+        if any(path == api or path.startswith(api + "/") for api in BATCH_API):
+            raise unsupported(
+                "The Batch API (/v1/files, /v1/batches) is served by ft-gateway serve, which "
+                "keeps the files and sends each line through the policy; an Envoy external "
+                "processor sees one request at a time. Send it through ft-gateway serve."
             )
         if request.route is None:
             return

@@ -14,11 +14,16 @@ from gateway.app.factory import create_app
 from gateway.observe.metrics import OTHER
 from tests.support.bodies import CHAT, MESSAGES
 from tests.support.fleet import fleet_settings
-from tests.support.gateways import asgi_client, canned
+from tests.support.gateways import MockEngine, asgi_client, canned
 from tests.support.metrics import Scrape
 
 pytestmark = pytest.mark.anyio
 REQUESTS = "ft_gateway_requests_total"
+
+
+def unlisted(request: httpx.Request) -> httpx.Response:
+    """An engine with no model list."""
+    return httpx.Response(404, json={"error": "no such route"})
 
 
 def _fleet() -> Any:
@@ -56,7 +61,8 @@ async def test_a_single_deployment_labels_only_the_names_its_config_gives() -> N
             ("model_access",): {"keys": {"nobody": ["named-by-access"]}},
         },
     )
-    app = create_app(settings, transport=httpx.MockTransport(canned))
+    # An engine that lists no models: each name passes to it (gateway/fleet/served.py).
+    app = create_app(settings, transport=httpx.MockTransport(MockEngine(models=unlisted)))
     async with asgi_client(app) as client:
         for model in ("named-by-access", "anything-else", "x" * 80):
             await client.post(CHAT, json={"model": model, "messages": MESSAGES})

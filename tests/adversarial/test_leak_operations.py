@@ -28,7 +28,7 @@ async def test_a_failing_sqlite_store_tells_the_client_neither_its_path_nor_sqli
     fake_engine: FakeEngine, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
     where = tmp_path / "private-state-dir" / "responses.sqlite3"
-    where.mkdir(parents=True)  # a directory where the file should be: SQLite cannot open it
+    where.mkdir(parents=True)  # a directory where the file should be: it cannot be opened
     app = create_app(store_settings(fake_engine.url, backend="sqlite", path=str(where)))
     with caplog.at_level(logging.WARNING, logger="gateway"):
         async with running_server(app) as url, httpx.AsyncClient(base_url=url) as client:
@@ -45,7 +45,7 @@ async def test_a_failing_sqlite_store_tells_the_client_neither_its_path_nor_sqli
     # The operator still learns where and why, from the log.
     logged = "\n".join(r.getMessage() + str(r.__dict__.get("error", "")) for r in caplog.records)
     assert str(where) in "\n".join(str(r.__dict__) for r in caplog.records), logged
-    assert "unable to open" in logged
+    assert "Is a directory" in logged
 
 
 @pytest.fixture

@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from gateway.app.factory import create_app
+from gateway.errors import StoreUnavailable
 from gateway.responses.sqlitestore import SqliteStore
 from gateway.responses.store import StoredResponse
 from tests.support.bodies import completion
@@ -137,8 +138,10 @@ async def test_an_older_world_readable_store_is_narrowed_and_a_link_refused(
     linked.symlink_to(victim)
     store = SqliteStore(linked, 60)
     try:
-        with pytest.raises(Exception, match="symbolic link"):
+        # The client is told the store is unavailable; the cause (in the log) says why.
+        with pytest.raises(StoreUnavailable) as refused:
             await store.put(StoredResponse("a", {"id": "resp_2", "output": []}, [], []))
+        assert "symbolic link" in str(refused.value.__cause__)
     finally:
         await store.aclose()
     assert victim.read_bytes() == b"precious"

@@ -132,6 +132,24 @@ async def test_the_translated_responses_api_is_refused_by_name(
     assert "Responses API" in error["error"]["message"]
 
 
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [
+        ("POST", "/v1/files"),
+        ("GET", "/v1/files/file-abc/content"),
+        ("POST", "/v1/batches"),
+        ("POST", "/v1/batches/batch_1/cancel"),
+    ],
+)
+async def test_the_batch_api_is_refused_by_name(
+    processor: Processor, method: str, path: str
+) -> None:
+    (answer,) = await processor.process(header_message(path, method=method, headers=JSON))
+    status, error = _error(answer)
+    assert (status, error["error"]["code"]) == (400, UNSUPPORTED)
+    assert "Batch API" in error["error"]["message"]
+
+
 async def test_native_responses_are_policed_like_any_route(tmp_path: Path) -> None:
     processor = Processor(_settings(tmp_path, "upstream: {responses: native}\n"))
     body = {"model": "m", "input": "hi"}
