@@ -43,6 +43,9 @@ TOKENIZE = "/tokenize"  # vLLM's and llama.cpp's (no OpenAI API)
 DETOKENIZE = "/detokenize"
 MESSAGES = "/v1/messages"  # Anthropic's Messages API (Claude Code, the Anthropic SDKs)
 COUNT_TOKENS = "/v1/messages/count_tokens"
+# The Batch API's (gateway/batches/api.py): no row, its lines go through the rows above.
+FILES = "/v1/files"
+BATCHES = "/v1/batches"
 
 _COMPLETION_LIMITS = ("max_tokens", "max_completion_tokens")
 _OPENAI = "gateway.proxy.openai:"

@@ -29,14 +29,12 @@ from gateway.listing import page
 from gateway.observe.exchange import Exchange
 from gateway.proxy.headers import request_id_of
 from gateway.responses.store import owner_of
-from gateway.routes import ROUTES
+from gateway.routes import BATCHES, FILES, ROUTES
 from gateway.settings import Batches
 from gateway.state import GatewayState
 
-FILES = "/v1/files"
 FILE = "/v1/files/{file_id}"
 CONTENT = "/v1/files/{file_id}/content"
-BATCHES = "/v1/batches"
 BATCH = "/v1/batches/{batch_id}"
 CANCEL = "/v1/batches/{batch_id}/cancel"
 PURPOSES = ("batch",)

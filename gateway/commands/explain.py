@@ -7,12 +7,11 @@ It runs the server's own steps (``parse_request``, ``apply_policy``,
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import orjson
 
@@ -20,7 +19,8 @@ from gateway import routes
 from gateway.access.keys import load_keyring
 from gateway.commands.check import display_path
 from gateway.deployments import Deployment, find_model
-from gateway.errors import OPENAI_ERRORS, ErrorShape, GatewayError, ModelNotFound, render
+from gateway.errors import GatewayError, ModelNotFound, render
+from gateway.errorshapes import error_shape
 from gateway.jsonbody.parse import parse_request, request_content
 from gateway.limits.limiter import reservation
 from gateway.limits.report import describe_limits
@@ -78,15 +78,6 @@ def guess_route(raw: bytes) -> str:
         return routes.guess_route(orjson.loads(raw))
     except orjson.JSONDecodeError:
         return routes.CHAT
-
-
-def error_shape(route: str) -> ErrorShape:
-    """The error shape of ``route``'s clients (its row names it; OpenAI's by default)."""
-    spec = routes.ROUTES[route].errors if route in routes.ROUTES else ""
-    if not spec:
-        return OPENAI_ERRORS
-    module, _, name = spec.partition(":")
-    return cast(ErrorShape, getattr(importlib.import_module(module), name))
 
 
 def explain_request(

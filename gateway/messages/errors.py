@@ -22,7 +22,7 @@ from typing import Any
 
 import orjson
 
-from gateway.errors import ErrorShape, GatewayError
+from gateway.errors import ErrorShape, GatewayError, NotFound
 
 _TYPES = {
     400: "invalid_request_error",
@@ -37,6 +37,8 @@ _TYPES = {
     529: "overloaded_error",
 }
 _INDEX = re.compile(r"\[(\d+)\]")
+# Anthropic's Message Batches API, which the gateway does not serve (``unserved``).
+MESSAGE_BATCHES = "/v1/messages/batches"
 
 
 def anthropic_path(param: str) -> str:
@@ -56,11 +58,27 @@ def anthropic_status(status: int) -> tuple[int, str]:
 
 
 def _message(exc: GatewayError) -> str:
+    # Its OpenAI object's message, not ``exc.message``: an engine's own error event
+    # (proxy/events.py) keeps there the text scrubbed of the request's secrets.
+    message = str(exc.openai_error()["error"].get("message") or exc.message)
     param = exc.param
     if not param:
-        return exc.message
+        return message
     path = anthropic_path(param)
-    return f"{path}: {exc.message.replace(param, path)}"
+    return f"{path}: {message.replace(param, path)}"
+
+
+def unserved(method: str, path: str) -> NotFound:
+    """The 404 of a path under ``/v1/messages`` that the gateway does not serve; Anthropic's
+    Message Batches API named, with where its requests can go instead."""
+    if path == MESSAGE_BATCHES or path.startswith(MESSAGE_BATCHES + "/"):
+        return NotFound(
+            f"ft-gateway does not serve Anthropic's Message Batches API ({method} {path}): "
+            "send each request to POST /v1/messages, or run the batch through OpenAI's "
+            "Batch API (/v1/files, /v1/batches), which the gateway serves under the same "
+            "policy (docs/messages.md)."
+        )
+    return NotFound(f"Invalid URL ({method} {path}).")
 
 
 def error_object(status: int, message: str) -> dict[str, Any]:

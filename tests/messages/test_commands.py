@@ -9,7 +9,8 @@ from pathlib import Path
 import yaml
 
 from gateway.app.reloadable import read_policy
-from gateway.commands.explain import error_shape, explain_request, guess_route
+from gateway.commands.explain import explain_request, guess_route
+from gateway.errorshapes import error_shape
 from gateway.messages.count import TranslatedCount
 from gateway.messages.native import NativeCount, NativeMessages
 from gateway.messages.route import TranslatedMessages
