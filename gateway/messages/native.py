@@ -15,7 +15,9 @@ and what the answer itself tells is mended exactly, whole and streamed:
 A stream is relayed event by event until ``message_stop`` (an older vLLM's
 ``data: [DONE]`` is not passed on: Anthropic's framing has none); one that breaks
 before it ends with an ``event: error`` in Anthropic's shape. Errors, the
-engine's included, are Anthropic's (errors.py).
+engine's included, are Anthropic's (errors.py). Where the policy's ``answers:`` check
+answers, a whole answer is checked (schemas/answers.py's check_message) before it is
+sent; a native stream is relayed unchecked (docs/messages.md says so).
 """
 
 from __future__ import annotations
@@ -30,9 +32,12 @@ from gateway.limits.meter import Usage
 from gateway.messages.call import MessagesCall
 from gateway.messages.errors import ANTHROPIC_ERRORS
 from gateway.messages.shape import new_id
+from gateway.policy.engine import Decision
+from gateway.proxy.answercheck import enforce
 from gateway.proxy.call import Call
 from gateway.proxy.route import Route
 from gateway.routes import COUNT_TOKENS, MESSAGES, ROUTES
+from gateway.schemas.answers import check_message
 
 
 def anthropic_usage(usage: Any) -> Usage | None:
@@ -133,11 +138,19 @@ class NativeMessages(Route):
     def usage(self, answer: dict[str, Any]) -> Usage | None:
         return anthropic_usage(answer.get("usage"))
 
+    def decide(self, call: Call, body: dict[str, Any]) -> Decision:
+        decision = super().decide(call, body)
+        # What a whole answer is checked against (None: nothing, on most requests).
+        call.plan = decision.expect
+        return decision
+
     async def answer(
         self, call: Call, answer: Any, data: bytes, headers: Headers
     ) -> tuple[Headers, bytes] | None:
         if not isinstance(answer, dict) or answer.get("type") != "message":
             return None
+        if call.plan is not None:
+            enforce(call.record, check_message(call.plan, answer))
         mended = mend_message(answer)
         mended = mend_stop(answer) or mended
         return (headers, orjson.dumps(answer)) if mended else None

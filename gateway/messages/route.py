@@ -1,7 +1,9 @@
 """POST /v1/messages in translate mode: a chat-completions request to the engine.
 
-The route runs the ``/v1/messages`` policy on the client's body, translates it
-(translate.py), and answers in the Messages API's shape (shape.py for a whole
+The route runs the ``/v1/messages`` policy on the client's body (its ``json_schema``
+rules on each tool's ``input_schema`` and on ``output_config.format.schema`` too),
+translates it (translate.py), checks the answer where the policy's ``answers:`` say
+(checked.py for a stream), and answers in the Messages API's shape (shape.py for a whole
 answer, stream.py for a stream, each engine chunk's events sent as it
 arrives); everything else is the proxy's (body limits, the client hanging up,
 drain, the limiter, upstream errors), with Anthropic's error shape and
@@ -19,12 +21,16 @@ import orjson
 from gateway._types import Headers
 from gateway.errors import UpstreamProtocolError
 from gateway.messages.call import MessagesCall
+from gateway.messages.checked import CheckedMessageStream
 from gateway.messages.shape import message_object, new_id
 from gateway.messages.stream import MessageStream
 from gateway.messages.translate import Wants, to_chat
+from gateway.proxy.answercheck import enforce
 from gateway.proxy.call import Call
 from gateway.proxy.route import Prepared, Route
 from gateway.routes import CHAT, MESSAGES, ROUTES
+from gateway.schemas.answers import check_message
+from gateway.schemas.expect import Expectation
 
 _JSON = b"application/json"
 _STREAM_HEADERS: Headers = [
@@ -41,6 +47,7 @@ class Plan:
     message_id: str
     model: str
     wants: Wants
+    expect: Expectation | None = None  # what the answer is checked against (answercheck.py)
 
 
 class TranslatedMessages(Route):
@@ -54,10 +61,13 @@ class TranslatedMessages(Route):
 
     def translate(self, call: Call, body: dict[str, Any]) -> dict[str, Any]:
         """The chat body for the policy-approved ``body``, its Plan on ``call``."""
-        approved = self.decide(call, body).body
+        decision = self.decide(call, body)
+        approved = decision.body
         chat, wants = to_chat(approved, count=self.count)
         model = approved.get("model")
-        call.plan = Plan(new_id("msg"), model if isinstance(model, str) else "", wants)
+        call.plan = Plan(
+            new_id("msg"), model if isinstance(model, str) else "", wants, decision.expect
+        )
         hinter = self.state.hinter if call.target is None else call.target.engine.hinter
         if hinter is not None and hinter.affinity is not None:
             # Keyed by the conversation the engine reads (system included), and by the
@@ -84,6 +94,8 @@ class TranslatedMessages(Route):
         message = message_object(
             answer, message_id=plan.message_id, model=plan.model, wants=plan.wants
         )
+        if plan.expect is not None:
+            enforce(call.record, check_message(plan.expect, message))  # a 502 if enforced
         return [(b"content-type", _JSON)], orjson.dumps(message)
 
     def stream_headers(self, headers: Headers) -> Headers:
@@ -91,4 +103,8 @@ class TranslatedMessages(Route):
 
     def shaper(self, call: Call) -> MessageStream:
         plan: Plan = call.plan
+        if plan.expect is not None:
+            return CheckedMessageStream(
+                plan.message_id, plan.model, plan.wants, plan.expect, call.record
+            )
         return MessageStream(plan.message_id, plan.model, plan.wants)

@@ -123,3 +123,46 @@ async def post_through(
     async with asgi_client(app) as client:
         response = await client.post(path, json=body, headers=headers)
     return response, recorder
+
+
+# A JSON-Schema keyword table as an engine with a grammar backend that drops maxLength
+# needs (tests/fixtures/policies/structured.yaml's, shortened).
+DROPS_MAX_LENGTH: dict[str, Any] = {
+    "unknown_keywords": "reject",
+    "keywords": {
+        "type": {},
+        "properties": {},
+        "required": {},
+        "additionalProperties": {},
+        "items": {},
+        "enum": {},
+        "maxLength": {"action": "reject", "reason": "The engine ignores maxLength."},
+    },
+}
+
+
+def structured_policy(directory: Path, *, answers: str = "enforce") -> Path:
+    """tools_policy's, with structured outputs passed (``output_config.format``), a
+    ``json_schema`` keyword table on each tool's ``input_schema`` and on the format's
+    schema (DROPS_MAX_LENGTH), and every answer check at ``answers`` on /v1/messages.
+    Written in ``directory``."""
+    policy = yaml.safe_load(tools_policy(directory).read_text())
+    route = policy["routes"][MESSAGES_PATH]
+    route["answers"] = dict.fromkeys(
+        ("schema", "tool_arguments", "tool_choice", "parallel_tool_calls"), answers
+    )
+    fields = route["fields"]
+    custom = fields["tools"]["select"]["rules"]["custom"]["fields"]
+    custom["input_schema"] = dict(custom["input_schema"], json_schema=DROPS_MAX_LENGTH)
+    schema = {"action": "pass", "type": "object", "required": True}
+    fields["output_config"]["fields"]["format"] = {
+        "action": "pass",
+        "type": "object",
+        "fields": {
+            "type": {"action": "pass", "type": "string", "enum": ["json_schema"]},
+            "schema": dict(schema, json_schema=DROPS_MAX_LENGTH),
+        },
+    }
+    path = directory / "messages-structured.yaml"
+    path.write_text(yaml.safe_dump(policy, sort_keys=False))
+    return path
