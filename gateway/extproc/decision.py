@@ -70,9 +70,8 @@ class Decider:
         # Restart-only settings, read once.
         self.max_body_bytes = settings.limits.max_body_bytes
         self.translated = settings.upstream.responses == "translate"
-        # Where any deployment translates the Messages API, the processor cannot serve it.
-        upstreams = [d.upstream for d in settings.deployments] or [settings.upstream]
-        self.messages_translated = any(u.messages == "translate" for u in upstreams)
+        # One mode for the gateway, as serve mounts it (app/mount.py).
+        self.messages_translated = settings.upstream.messages == "translate"
         extproc = settings.extproc
         self.profile_header = (
             extproc.profile_header.encode() if extproc.profile_header is not None else None
