@@ -22,7 +22,7 @@ from gateway.messages.native import anthropic_usage
 from gateway.probe.client import Answer, EngineClient
 from gateway.probe.fields import PROBED, Rule
 from gateway.probe.messages import SYSTEM_ROLE
-from gateway.probe.native import NativeProbe, describe, judged
+from gateway.probe.native import NativeProbe, describe, judged, route_head
 from gateway.probe.route import CHAT
 from gateway.probe.verdict import (
     HONOURED,
@@ -319,14 +319,7 @@ def route_lines(found: MessagesProbe, chat: Any, day: str) -> list[str]:
     """The /v1/messages and /v1/messages/count_tokens rules of the written policy
     (``chat``: the chat route's result)."""
     indent = "      "
-    mode = "native" if found.native else "translate"
-    lines = [f"  {MESSAGES}:"]
-    lines += comment(
-        f"The engine's own /v1/messages (probed {day}): {found.detail}. Run the gateway with "
-        f"upstream.messages: {mode}.",
-        "    ",
-    )
-    lines += ["    fields:"]
+    lines = route_head(MESSAGES, found, day, "messages")
     lines += _common(found, chat, indent)
     lines += _sampling(found, chat, indent)
     stop = found.verdict("stop_sequences")

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from gateway.probe.client import Answer
 from gateway.probe.verdict import BROKEN, HONOURED, IGNORED, REJECTED, Trial, Verdict, trim
+from gateway.probe.yamltext import comment
 
 
 @dataclass
@@ -21,6 +22,19 @@ class NativeProbe:
 
     def verdict(self, name: str) -> Verdict | None:
         return next((v for v in self.verdicts if v.field == name), None)
+
+
+def route_head(path: str, found: NativeProbe, day: str, setting: str) -> list[str]:
+    """The head of such a route's rules in the written policy: its path, what the engine's
+    own route answered, and the mode (``upstream.<setting>``) to run the gateway with."""
+    mode = "native" if found.native else "translate"
+    lines = [f"  {path}:"]
+    lines += comment(
+        f"The engine's own {path} (probed {day}): {found.detail}. Run the gateway with "
+        f"upstream.{setting}: {mode}.",
+        "    ",
+    )
+    return [*lines, "    fields:"]
 
 
 def describe(answer: Answer) -> str:

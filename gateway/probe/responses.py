@@ -20,7 +20,7 @@ from typing import Any
 
 from gateway.probe.client import Answer, EngineClient
 from gateway.probe.fields import PROBED, Rule
-from gateway.probe.native import NativeProbe, describe, judged
+from gateway.probe.native import NativeProbe, describe, judged, route_head
 from gateway.probe.route import CHAT
 from gateway.probe.structured import StructuredProbe
 from gateway.probe.structured_rules import (
@@ -334,14 +334,7 @@ def route_lines(
     ``structured``: what the probe found below the field, ``anchor`` the chat route's
     keyword table)."""
     indent = "      "
-    mode = "native" if found.native else "translate"
-    lines = [f"  {RESPONSES}:"]
-    lines += comment(
-        f"The engine's own /v1/responses (probed {day}): {found.detail}. Run the gateway with "
-        f"upstream.responses: {mode}.",
-        "    ",
-    )
-    lines += ["    fields:"]
+    lines = route_head(RESPONSES, found, day, "responses")
     lines += entry_lines("model", {"action": "pass", "type": "string", "required": True}, indent)
     lines += entry_lines("instructions", {"action": "pass", "type": "string"}, indent)
     lines += comment("Messages with text parts; other items and parts are refused.", indent)

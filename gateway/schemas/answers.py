@@ -94,8 +94,8 @@ def check_response(expect: Expectation, response: Any) -> list[AnswerViolation]:
                     return []
                 if part.get("type") == "output_text" and isinstance(part.get("text"), str):
                     texts.append((part["text"], f"output[{index}].content[{at}].text"))
-    text, where = texts[0] if len(texts) == 1 else ("".join(t for t, _ in texts), "output")
-    return _check(expect, text if texts else None, where, calls, "output")
+    text, where = _text_of(texts, "output")
+    return _check(expect, text, where, calls, "output")
 
 
 def check_message(expect: Expectation, message: Any) -> list[AnswerViolation]:
@@ -115,8 +115,16 @@ def check_message(expect: Expectation, message: Any) -> list[AnswerViolation]:
             calls.append((block.get("name"), block.get("input"), where + ".name", where + ".input"))
         elif block.get("type") == "text" and isinstance(block.get("text"), str):
             texts.append((block["text"], where + ".text"))
-    text, path = texts[0] if len(texts) == 1 else ("".join(t for t, _ in texts), "content")
-    return _check(expect, text if texts else None, path, calls, "content")
+    text, path = _text_of(texts, "content")
+    return _check(expect, text, path, calls, "content")
+
+
+def _text_of(texts: list[tuple[str, str]], whole: str) -> tuple[str | None, str]:
+    """An answer's text and its path: its one part's, or its parts joined at ``whole``
+    (None where it has none)."""
+    if len(texts) == 1:
+        return texts[0]
+    return ("".join(t for t, _ in texts) if texts else None), whole
 
 
 def _check(
