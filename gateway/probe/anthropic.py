@@ -9,21 +9,31 @@ exactly: messages/native.py), ``thinking`` (adaptive: a thinking block comes bac
 and ``count_tokens`` (the whole prompt the answer's usage counts) are measured on
 the engine's own routes, and the policy says ``upstream.messages: native``. Not
 native (404, or no message): the gateway translates onto chat completions, so each
-sampling field follows the chat route's verdict, and stop sequences pass (the
-gateway matches them itself). Either way tool calling is refused until verified,
-as are images and documents, which the probe does not send.
+sampling field follows the chat route's verdict, stop sequences pass (the gateway
+matches them itself), and tools and ``output_config.format`` follow chat's verdicts
+below the field (messages_rules.py). A native engine's tool calling is refused
+until verified, as are images and documents, which the probe does not send.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 from gateway.messages.native import anthropic_usage
 from gateway.probe.client import Answer, EngineClient
 from gateway.probe.fields import PROBED, Rule
-from gateway.probe.messages import SYSTEM_ROLE
+from gateway.probe.messages import SYSTEM_ROLE, TOOL_MESSAGE
+from gateway.probe.messages_rules import (
+    output_config_rule,
+    tool_blocks,
+    tool_choice_rule,
+    tools_rule,
+)
 from gateway.probe.native import NativeProbe, describe, judged, route_head
 from gateway.probe.route import CHAT
+from gateway.probe.structured import StructuredProbe
+from gateway.probe.structured_rules import SchemaAnchor, answers_rule, tools_honoured
 from gateway.probe.verdict import (
     HONOURED,
     INCONCLUSIVE,
@@ -31,7 +41,7 @@ from gateway.probe.verdict import (
     Verdict,
     verdict_line,
 )
-from gateway.probe.yamltext import comment, entry_lines
+from gateway.probe.yamltext import comment, entry_lines, flow
 from gateway.routes import COUNT_TOKENS, MESSAGES
 
 PROMPT = "Tell me about Python lists."
@@ -173,7 +183,7 @@ def _content(rules: dict[str, Rule], why: str = "") -> Rule:
     }
 
 
-def _messages_rule(*, system: bool) -> Rule:
+def _messages_rule(*, system: bool, tools: tuple[Rule, Rule] | None = None) -> Rule:
     """Text turns; a thought sent back passes (a native engine reads it as it will; the
     translation leaves it out); a system message inside messages where the chat route's
     system role is honoured."""
@@ -196,6 +206,9 @@ def _messages_rule(*, system: bool) -> Rule:
             }
         },
     }
+    if tools is not None:  # (tool_use, tool_result): messages_rules.tool_blocks
+        roles["assistant"]["fields"]["content"]["select"]["rules"]["tool_use"] = tools[0]
+        roles["user"]["fields"]["content"]["select"]["rules"]["tool_result"] = tools[1]
     if system:
         roles["system"] = {"fields": {"content": _content({"text": _text_block()})}}
     return {
@@ -270,7 +283,26 @@ def _thinking_rule(found: MessagesProbe) -> Rule:
     }
 
 
-def _common(found: MessagesProbe, chat: Any, indent: str) -> list[str]:
+def _refused_tools(indent: str) -> list[str]:
+    lines = comment(_TOOLS_REFUSED, indent)
+    lines += entry_lines("tools", {"action": "reject", "type": "array", "neutral": [[]]}, indent)
+    lines += entry_lines(
+        "tool_choice",
+        {
+            "action": "pass",
+            "type": "object",
+            "select": {
+                "key": "type",
+                "rules": {"auto": {"fields": {}}, "none": {"fields": {}}},
+                "unknown": {"action": "reject", "reason": _TOOLS_REFUSED},
+            },
+        },
+        indent,
+    )
+    return lines
+
+
+def _common(found: MessagesProbe, chat: Any, indent: str, below: _Below) -> list[str]:
     """The rules both Messages routes hold: the conversation, tools, thinking, hints."""
     system = (
         chat is not None and (v := chat.verdict(SYSTEM_ROLE)) is not None and v.outcome == HONOURED
@@ -289,23 +321,25 @@ def _common(found: MessagesProbe, chat: Any, indent: str) -> list[str]:
         },
         indent,
     )
-    lines += comment("Text turns; images, documents and tool blocks are not probed.", indent)
-    lines += entry_lines("messages", _messages_rule(system=system), indent)
-    lines += comment(_TOOLS_REFUSED, indent)
-    lines += entry_lines("tools", {"action": "reject", "type": "array", "neutral": [[]]}, indent)
-    lines += entry_lines(
-        "tool_choice",
-        {
-            "action": "pass",
-            "type": "object",
-            "select": {
-                "key": "type",
-                "rules": {"auto": {"fields": {}}, "none": {"fields": {}}},
-                "unknown": {"action": "reject", "reason": _TOOLS_REFUSED},
-            },
-        },
-        indent,
-    )
+    if below.calling:
+        held = chat.verdict(TOOL_MESSAGE) if chat is not None else None
+        blocks = tool_blocks(tool_messages=held is not None and held.outcome == HONOURED)
+        lines += comment("Text turns and tool blocks; images and documents are not probed.", indent)
+        lines += entry_lines("messages", _messages_rule(system=system, tools=blocks), indent)
+        lines += comment(
+            "Tools follow the chat route's tool calling (translated onto chat).", indent
+        )
+        lines += entry_lines("tools", tools_rule(below.anchor), indent)
+        lines += entry_lines("tool_choice", tool_choice_rule(below.found, below.day), indent)
+    else:
+        lines += comment("Text turns; images, documents and tool blocks are not probed.", indent)
+        lines += entry_lines("messages", _messages_rule(system=system), indent)
+        lines += _refused_tools(indent)
+    if below.formats:
+        lines += comment(
+            "output_config.format follows the chat route's response_format (json_schema).", indent
+        )
+        lines += entry_lines("output_config", output_config_rule(below.anchor), indent)
     verdict = found.verdict("thinking")
     lines += comment(
         f"thinking: {verdict_line(verdict) if verdict else 'not probed natively'}", indent
@@ -315,12 +349,55 @@ def _common(found: MessagesProbe, chat: Any, indent: str) -> list[str]:
     return lines
 
 
-def route_lines(found: MessagesProbe, chat: Any, day: str) -> list[str]:
+@dataclass(frozen=True)
+class _Below:
+    """What the chat route's verdicts below the field give translate mode's rules."""
+
+    found: StructuredProbe
+    anchor: SchemaAnchor | None
+    day: str
+    calling: bool  # chat's tool calling honoured: tools pass
+    formats: bool  # chat's json_schema honoured, its keywords measured: output_config.format
+
+    @classmethod
+    def of(
+        cls,
+        found: MessagesProbe,
+        chat: Any,
+        structured: StructuredProbe | None,
+        anchor: SchemaAnchor | None,
+        day: str,
+    ) -> _Below:
+        if found.native or structured is None:  # a native engine's own: not probed
+            return cls(structured or StructuredProbe(), None, day, False, False)
+        json_mode = chat.verdict("response_format") if chat is not None else None
+        honoured = json_mode is not None and json_mode.outcome == HONOURED
+        return cls(
+            structured, anchor, day, tools_honoured(structured), honoured and anchor is not None
+        )
+
+
+def route_lines(
+    found: MessagesProbe,
+    chat: Any,
+    day: str,
+    *,
+    structured: StructuredProbe | None = None,
+    anchor: SchemaAnchor | None = None,
+) -> list[str]:
     """The /v1/messages and /v1/messages/count_tokens rules of the written policy
-    (``chat``: the chat route's result)."""
+    (``chat``: the chat route's result; ``structured``: what the probe found below the
+    field on chat, ``anchor`` its keyword table: messages_rules.py)."""
     indent = "      "
+    below = _Below.of(found, chat, structured, anchor, day)
     lines = route_head(MESSAGES, found, day, "messages")
-    lines += _common(found, chat, indent)
+    checks = answers_rule(schema=below.formats, tool_calls=below.calling)
+    if checks:
+        lines[-1:-1] = [
+            *comment("Answers checked against what the request asked: docs/messages.md.", "    "),
+            f"    answers: {flow(checks)}",
+        ]
+    lines += _common(found, chat, indent, below)
     lines += _sampling(found, chat, indent)
     stop = found.verdict("stop_sequences")
     if not found.native or (stop is not None and stop.outcome == HONOURED):
@@ -367,7 +444,7 @@ def route_lines(found: MessagesProbe, chat: Any, day: str) -> list[str]:
         lines.append("")
         return lines
     lines += [f"  {COUNT_TOKENS}:", "    fields:"]
-    lines += _common(found, chat, indent)
+    lines += _common(found, chat, indent, below)
     lines.append("")
     return lines
 

@@ -146,7 +146,9 @@ def render_policy(
             result.responses, result.route(CHAT), day, structured=below, anchor=anchor
         )
     if result.messages is not None:
-        lines += messages_route_lines(result.messages, result.route(CHAT), day)
+        lines += messages_route_lines(
+            result.messages, result.route(CHAT), day, structured=below, anchor=anchor
+        )
     return "\n".join(lines) + "\n"
 
 
