@@ -202,6 +202,8 @@ def _follow(name: str, verdict: Verdict | None, spec: Rule) -> tuple[str, Rule]:
 
 
 def _text_rule(honoured: bool, table: SchemaAnchor | None = None) -> Rule:
+    """``text``: json_object passed where ``honoured``; json_schema keyword by keyword
+    where ``table`` is given (its own verdicts), else as json_object."""
     json_rule: Rule = (
         {"action": "pass"}
         if honoured
@@ -212,10 +214,11 @@ def _text_rule(honoured: bool, table: SchemaAnchor | None = None) -> Rule:
     )
     format_rule = format_rules(json_rule, json_rule)
     del format_rule["select"]["unknown"]  # an unknown type: refused as before (no rule)
-    if honoured and table is not None:
+    if table is not None:
         format_rule = text_format_rule(table)
-        format_rule["select"]["rules"]["json_object"] = {"fields": {"type": {"action": "pass"}}}
-        format_rule["select"]["rules"]["text"] = {"fields": {"type": {"action": "pass"}}}
+        rules = format_rule["select"]["rules"]
+        rules["json_object"] = {"fields": {"type": {"action": "pass"}}} if honoured else json_rule
+        rules["text"] = {"fields": {"type": {"action": "pass"}}}
     return {
         "action": "pass",
         "type": "object",
@@ -353,14 +356,15 @@ def route_lines(
     if json_verdict is None and chat is not None:
         json_verdict = chat.verdict("response_format")
     honoured = json_verdict is not None and json_verdict.outcome == HONOURED
-    table = anchor
+    # json_schema by its keywords' verdicts: the engine's own (measured where its text
+    # held), or, translated, chat's (measured whatever chat's json_object found).
+    table = anchor if structured is not None and structured.schema_honoured() else None
     if found.native and structured is not None:
-        # The engine's own route: its own keyword verdicts, when they were measured.
         measured = structured.native_keywords
         table = SchemaAnchor(keyword_table(measured, day), name=NATIVE_ANCHOR) if measured else None
     lines += comment(
         f"text.format: {verdict_line(json_verdict) if json_verdict else 'not probed'}"
-        + ("; json_schema: each keyword as probed" if honoured and table else ""),
+        + ("; json_schema: each keyword as probed" if table else ""),
         indent,
     )
     if json_verdict is not None and json_verdict.outcome in (BROKEN, REJECTED) and found.native:

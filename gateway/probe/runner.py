@@ -207,10 +207,7 @@ def probe_engine(
         result.routes.append(RouteResult(path, verdicts, probe.baseline))
         if path == CHAT:
             show(f"{path} tools and schema keywords")
-            json_mode = result.routes[-1].verdict("response_format")
-            result.structured = probe_structured(
-                probe, json_mode=json_mode, samples=keyword_samples
-            )
+            result.structured = probe_structured(probe, samples=keyword_samples)
     show("done")
     result.requests = client.sent
     if result.routes and all(r.error is not None for r in result.routes):

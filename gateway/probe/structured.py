@@ -1,6 +1,11 @@
-"""The probe below the field on one engine: its tool calling (tools.py) and, where its
-JSON mode is honoured, each JSON-Schema keyword (keywords.py), on chat and on the
-engine's own /v1/responses where it serves one."""
+"""The probe below the field on one engine: its tool calling (tools.py) and each
+JSON-Schema keyword (keywords.py), on chat and on the engine's own /v1/responses where
+it serves one.
+
+The keywords are measured whatever chat's one ``json_object`` request found: that
+verdict varies from run to run on a small model (a JSON object cut by max_tokens is
+inconclusive), and the keyword cases have a gate of their own (a plain schema first),
+so an engine that refuses or ignores json_schema is told by its own answers."""
 
 from __future__ import annotations
 
@@ -20,7 +25,7 @@ RESPONSES = "/v1/responses"
 class StructuredProbe:
     """What the probe found below the field: ``keywords`` (chat's json_schema),
     ``tools`` (chat's tool calling), ``native_keywords`` (the engine's own
-    /v1/responses text.format, when it serves it and its JSON mode held); ``note`` says
+    /v1/responses text.format, when it serves it and its JSON mode held); ``notes`` say
     why a part was not measured."""
 
     keywords: list[Verdict] = field(default_factory=list)
@@ -32,6 +37,11 @@ class StructuredProbe:
         """The verdict on keyword case ``name`` (keywords.KeywordCase.name)."""
         found = self.native_keywords if native else self.keywords
         return next((v for v in found if v.field == name), None)
+
+    def schema_honoured(self) -> bool:
+        """Whether chat's json_schema holds for some keyword: the written policy then
+        passes a schema keyword by keyword (none honoured: json_schema is refused)."""
+        return any(v.outcome == HONOURED for v in self.keywords)
 
     def tool(self, name: str) -> Verdict | None:
         """The verdict of tool check ``name`` (tools.FIELDS)."""
@@ -53,20 +63,14 @@ def _measured(run: Callable[[], list[Verdict]], names: list[str]) -> list[Verdic
         return [Verdict(n, INCONCLUSIVE, f"not measured: {exc}") for n in names]
 
 
-def probe_structured(
-    probe: Probe, *, json_mode: Verdict | None, samples: int = keywords.SAMPLES
-) -> StructuredProbe:
-    """Tool calling, then every keyword case when ``json_mode`` (the chat
-    response_format verdict) is honoured."""
+def probe_structured(probe: Probe, *, samples: int = keywords.SAMPLES) -> StructuredProbe:
+    """Tool calling, then every keyword case (behind their own gate)."""
     found = StructuredProbe()
 
     def send_tools(fields: dict[str, Any], seed: int) -> Answer:
         return probe.post(**fields, seed=seed)
 
     found.tools = _measured(lambda: tools.measure_all(send_tools), list(tools.FIELDS))
-    if json_mode is None or json_mode.outcome != HONOURED:
-        found.notes["keywords"] = "not measured: the engine's JSON mode is not honoured"
-        return found
 
     def send(schema: dict[str, Any], seed: int) -> Answer:
         return probe.post(

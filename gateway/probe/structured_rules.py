@@ -123,9 +123,10 @@ def _schema_field(anchor: SchemaAnchor) -> Rule:
     }
 
 
-def response_format_rule(anchor: SchemaAnchor | None) -> Rule:
-    """``response_format`` on chat when the engine's JSON mode is honoured: json_schema
-    checked keyword by keyword (``anchor``: the table), refused when not measured."""
+def response_format_rule(anchor: SchemaAnchor | None, *, json_object: Rule | None = None) -> Rule:
+    """``response_format`` on chat when the engine's json_schema holds: checked keyword
+    by keyword (``anchor``: the table), refused when not measured; ``json_object`` its
+    own rule (None: passed)."""
     if anchor is None:
         schema: Rule = {
             "action": "reject",
@@ -134,7 +135,7 @@ def response_format_rule(anchor: SchemaAnchor | None) -> Rule:
     else:
         wrapper = {"action": "pass", "type": "object", "required": True}
         schema = {"fields": {"json_schema": wrapper | {"fields": _schema_field(anchor)}}}
-    return format_rules(schema)
+    return format_rules(schema, json_object)
 
 
 def text_format_rule(anchor: SchemaAnchor | None) -> Rule:

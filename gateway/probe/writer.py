@@ -191,8 +191,9 @@ def _route_lines(
     lines = [f"  {route.route}:"]
     below = result.structured if route.route == CHAT else None
     calling = tools_honoured(below)
-    json_mode = route.verdict("response_format")
-    json_ok = below is not None and json_mode is not None and json_mode.outcome == HONOURED
+    # json_schema by its keywords' own verdicts, json_object by the field's (the two are
+    # told apart: a small model's one json_object answer may be cut short).
+    json_ok = below is not None and below.schema_honoured()
     checks = answers_rule(schema=json_ok, tool_calls=calling)
     if checks:
         lines += comment(
@@ -248,7 +249,7 @@ def _route_lines(
                 f"{FANOUT_MAXIMUM}) and merges the answers"
             )
         if verdict.field == "response_format" and json_ok:
-            rule = response_format_rule(anchor)
+            rule = response_format_rule(anchor, json_object=_json_object_rule(rule))
             note += "; json_schema: each keyword as probed below the field (json_schema.keywords)"
         lines += comment(note, indent)
         lines += _rule_lines(verdict.field, rule, indent)
@@ -262,3 +263,11 @@ def _route_lines(
 
 
 _TOOL_FIELDS = ("tools", "tool_choice", "parallel_tool_calls")
+
+
+def _json_object_rule(rule: Rule) -> Rule | None:
+    """json_object's rule inside response_format's: passed where the field's own
+    verdict passes it (None), else refused with the field's reason."""
+    if rule.get("action") != "reject":
+        return None
+    return {"action": "reject", "reason": rule.get("reason", "Not honoured by this engine.")}

@@ -7,6 +7,7 @@ refused."""
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -19,7 +20,7 @@ from gateway.probe.responses import RESPONSES
 from gateway.probe.route import CHAT
 from gateway.probe.runner import ProbeResult, planned_requests, probe_engine
 from gateway.probe.structured import StructuredProbe
-from gateway.probe.verdict import HONOURED, IGNORED, REJECTED
+from gateway.probe.verdict import HONOURED, IGNORED, INCONCLUSIVE, REJECTED, Verdict
 from gateway.probe.writer import render_policy
 from gateway.routes import MESSAGES
 from refengine import create_app as create_engine
@@ -232,7 +233,11 @@ def test_tool_choice_defects_are_found_and_refused() -> None:
     }
     required = _below(result).tool(tools.REQUIRED)
     assert required is not None and "prose, finish_reason tool_calls" in required.summary
-    assert _below(result).keywords == []  # no JSON mode: its keywords are not measured
+    # No JSON mode: the keyword cases' gate (one plain schema) says so for every case.
+    keywords = _below(result).keywords
+    assert keywords and {v.outcome for v in keywords} == {IGNORED}
+    assert all(v.summary.startswith("json_schema: a plain schema") for v in keywords)
+    assert not _below(result).schema_honoured()
     policy = Policy(parse_policy_text(render_policy(result), file="<written>"))
     base = _tool_body({})  # no keyword: nothing for the unmeasured table to refuse
     assert apply_policy(policy, CHAT, base | {"tool_choice": "auto"}).error is None
@@ -247,3 +252,28 @@ def test_tool_choice_defects_are_found_and_refused() -> None:
     # No keyword was measured: a parameters schema that names one is refused.
     error = apply_policy(policy, CHAT, _tool_body(_person())).error
     assert error is not None and (error.param or "").startswith("tools[0].function.parameters")
+
+
+def test_an_inconclusive_json_object_leaves_json_schema_to_its_keywords(
+    dropped: tuple[ProbeResult, Policy],
+) -> None:
+    # A small model's one json_object answer cut by max_tokens is inconclusive (as on
+    # llama.cpp's server, from run to run): json_object is refused, json_schema still
+    # passes or is refused by each keyword's own verdict, and answers stay checked.
+    result, _ = dropped
+    chat = result.route(CHAT)
+    assert chat is not None
+    index = next(i for i, v in enumerate(chat.verdicts) if v.field == "response_format")
+    cut = Verdict("response_format", INCONCLUSIVE, "json_object: the text was cut by max_tokens")
+    verdicts = [*chat.verdicts[:index], cut, *chat.verdicts[index + 1 :]]
+    routes = [replace(r, verdicts=verdicts) if r.route == CHAT else r for r in result.routes]
+    text = render_policy(replace(result, routes=routes))
+    assert "answers: {schema: enforce, tool_arguments: enforce" in text
+    policy = Policy(parse_policy_text(text, file="<written>"))
+    refused = apply_policy(policy, CHAT, _schema_body(_person(maxLength=12))).error
+    assert refused is not None
+    assert refused.param == "response_format.json_schema.schema.properties.name.maxLength"
+    assert apply_policy(policy, CHAT, _schema_body(_person(minLength=2))).error is None
+    json_object = _schema_body({}) | {"response_format": {"type": "json_object"}}
+    error = apply_policy(policy, CHAT, json_object).error
+    assert error is not None and (error.param or "").startswith("response_format"), error
