@@ -357,7 +357,7 @@ class _Below:
     anchor: SchemaAnchor | None
     day: str
     calling: bool  # chat's tool calling honoured: tools pass
-    formats: bool  # chat's json_schema honoured, its keywords measured: output_config.format
+    formats: bool  # chat's json_schema keywords measured and held: output_config.format
 
     @classmethod
     def of(
@@ -370,11 +370,9 @@ class _Below:
     ) -> _Below:
         if found.native or structured is None:  # a native engine's own: not probed
             return cls(structured or StructuredProbe(), None, day, False, False)
-        json_mode = chat.verdict("response_format") if chat is not None else None
-        honoured = json_mode is not None and json_mode.outcome == HONOURED
-        return cls(
-            structured, anchor, day, tools_honoured(structured), honoured and anchor is not None
-        )
+        # json_schema by its keywords' own verdicts, as chat's response_format (writer.py).
+        formats = structured.schema_honoured() and anchor is not None
+        return cls(structured, anchor, day, tools_honoured(structured), formats)
 
 
 def route_lines(
