@@ -6,7 +6,9 @@ The events go out as the engine's chunks come; the chunks are also put together
 shaped, and at the end that answer, as the client's message, is checked. The end
 (``message_delta`` with the stop reason, ``message_stop``) is held until the check
 passes; an enforced violation ends the stream with ``event: error`` in its place,
-as chat's CheckedChatStream ends with its error event (proxy/openai.py).
+as chat's CheckedChatStream ends with its error event (proxy/openai.py). An engine's
+own stream (native mode) is checked the same way, its blocks put together from its
+events (native.py's CheckedNativeStream).
 """
 
 from __future__ import annotations

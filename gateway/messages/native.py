@@ -17,7 +17,7 @@ A stream is relayed event by event until ``message_stop`` (an older vLLM's
 before it ends with an ``event: error`` in Anthropic's shape. Errors, the
 engine's included, are Anthropic's (errors.py). Where the policy's ``answers:`` check
 answers, a whole answer is checked (schemas/answers.py's check_message) before it is
-sent; a native stream is relayed unchecked (docs/messages.md says so).
+sent, and a stream at its end (CheckedNativeStream: the end held until it passes).
 """
 
 from __future__ import annotations
@@ -32,12 +32,14 @@ from gateway.limits.meter import Usage
 from gateway.messages.call import MessagesCall
 from gateway.messages.errors import ANTHROPIC_ERRORS
 from gateway.messages.shape import new_id
+from gateway.observe.exchange import Exchange
 from gateway.policy.engine import Decision
-from gateway.proxy.answercheck import enforce
+from gateway.proxy.answercheck import enforce, judge
 from gateway.proxy.call import Call
 from gateway.proxy.route import Route
 from gateway.routes import COUNT_TOKENS, MESSAGES, ROUTES
 from gateway.schemas.answers import check_message
+from gateway.schemas.expect import Expectation
 
 
 def anthropic_usage(usage: Any) -> Usage | None:
@@ -129,6 +131,81 @@ class NativeStream:
         return ANTHROPIC_ERRORS.event(exc)
 
 
+class CheckedNativeStream(NativeStream):
+    """An engine's own Messages stream whose answer is checked as it ends: events relayed
+    as they come but the end (``message_delta``, ``message_stop``) held until the blocks
+    put together (text deltas, ``input_json_delta`` pieces) pass the checks."""
+
+    __slots__ = ("expect", "record", "blocks", "pieces", "stop_reason", "held")
+
+    def __init__(self, expect: Expectation, record: Exchange) -> None:
+        super().__init__()
+        self.expect = expect
+        self.record = record
+        self.blocks: dict[Any, dict[str, Any]] = {}
+        self.pieces: dict[Any, list[str]] = {}
+        self.stop_reason: Any = None
+        self.held: list[bytes] = []
+
+    def events(self, raw: bytes, chunks: list[Any], *, done: bool) -> bytes:
+        out = super().events(raw, chunks, done=done)
+        for data in chunks:
+            self._read(data)
+        if self.held or not any(_ends(data) for data in chunks):
+            if self.held:
+                self.held.append(out)
+                return b""
+            return out
+        # The end came in this read: what precedes it goes now, the rest is held.
+        cut = out.find(b"event: message_delta\n")
+        if cut < 0:
+            cut = out.find(b"event: message_stop\n")
+        self.held.append(out[cut:])
+        return out[:cut]
+
+    def _read(self, data: dict[str, Any]) -> None:
+        kind = data.get("type")
+        index = data.get("index")
+        if kind == "content_block_start" and isinstance(data.get("content_block"), dict):
+            self.blocks[index] = dict(data["content_block"])
+            self.pieces[index] = []
+        elif kind == "content_block_delta" and index in self.blocks:
+            delta = data.get("delta")
+            if isinstance(delta, dict):
+                piece = delta.get("text", delta.get("partial_json"))
+                if isinstance(piece, str):
+                    self.pieces[index].append(piece)
+        elif kind == "message_delta" and isinstance(data.get("delta"), dict):
+            self.stop_reason = data["delta"].get("stop_reason")
+
+    def message(self) -> dict[str, Any]:
+        """The answer so far as a whole message (what check_message reads)."""
+        content = []
+        for index, block in self.blocks.items():
+            text = "".join(self.pieces[index])
+            if block.get("type") == "text":
+                block = {**block, "text": block.get("text", "") + text}
+            elif block.get("type") == "tool_use" and text:
+                try:
+                    block = {**block, "input": orjson.loads(text)}
+                except orjson.JSONDecodeError:
+                    block = {**block, "input": text}  # (its check says: not JSON)
+            content.append(block)
+        return {"content": content, "stop_reason": self.stop_reason}
+
+    async def finish(self) -> tuple[bytes, GatewayError | None]:
+        held, self.held = b"".join(self.held), []
+        enforced = judge(self.record, check_message(self.expect, self.message()))
+        if enforced is not None:
+            return b"", enforced
+        tail, failure = await super().finish()
+        return held + tail, failure
+
+
+def _ends(data: Any) -> bool:
+    return isinstance(data, dict) and data.get("type") in ("message_delta", "message_stop")
+
+
 class NativeMessages(Route):
     """Forwards POST /v1/messages to the engine's own Messages route."""
 
@@ -156,6 +233,8 @@ class NativeMessages(Route):
         return (headers, orjson.dumps(answer)) if mended else None
 
     def shaper(self, call: Call) -> NativeStream:
+        if call.plan is not None:
+            return CheckedNativeStream(call.plan, call.record)
         return NativeStream()
 
 

@@ -19,6 +19,7 @@ from gateway.schemas.expect import ENFORCE, OFF, Answers, expectation
 from tests.support.anthropic import (
     MESSAGES_PATH,
     anthropic_error,
+    anthropic_event,
     anthropic_events,
     messages_request,
     post_through,
@@ -330,3 +331,64 @@ async def test_a_native_answer_is_checked_too(tmp_path: Path) -> None:
     response, _ = await _post(tmp_path, messages_request(tools=[WEATHER]), engine, more=more)
     assert "content.0.input.city" in anthropic_error(response, 500, "api_error")
     assert engine.requests[0].url.path == MESSAGES_PATH
+
+
+def _native_stream(partial_json: str) -> bytes:
+    start: dict[str, Any] = {
+        "id": "msg_1",
+        "type": "message",
+        "role": "assistant",
+        "model": MODEL,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": {"input_tokens": 3, "output_tokens": 0},
+    }
+    block = {"type": "tool_use", "id": "toolu_1", "name": "get_weather", "input": {}}
+    events = [
+        anthropic_event("message_start", message=start),
+        anthropic_event("content_block_start", index=0, content_block=block),
+        anthropic_event(
+            "content_block_delta",
+            index=0,
+            delta={"type": "input_json_delta", "partial_json": partial_json},
+        ),
+        anthropic_event("content_block_stop", index=0),
+        anthropic_event(
+            "message_delta",
+            delta={"stop_reason": "tool_use", "stop_sequence": None},
+            usage={"output_tokens": 5},
+        ),
+        anthropic_event("message_stop"),
+    ]
+    return "".join(events).encode()
+
+
+@pytest.mark.parametrize(
+    ("partial", "broken"), [('{"city": "Oslo"}', False), ('{"city": 7}', True)]
+)
+async def test_a_native_stream_is_checked_before_its_end(
+    tmp_path: Path, partial: str, broken: bool
+) -> None:
+    engine = MockEngine(
+        lambda request: httpx.Response(
+            200, content=_native_stream(partial), headers={"content-type": "text/event-stream"}
+        )
+    )
+    more: dict[tuple[str, ...], Any] = {("upstream", "messages"): "native"}
+    body = messages_request(tools=[WEATHER], stream=True)
+    response, _ = await _post(tmp_path, body, engine, more=more)
+    assert response.status_code == 200
+    events = anthropic_events(response.text)
+    names = [name for name, _ in events]
+    assert names[:4] == [
+        "message_start",
+        "content_block_start",
+        "content_block_delta",
+        "content_block_stop",
+    ]
+    if broken:
+        assert names[4:] == ["error"]
+        assert "content.0.input.city" in events[-1][1]["error"]["message"]
+    else:
+        assert names[4:] == ["message_delta", "message_stop"]
