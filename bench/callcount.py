@@ -2,10 +2,11 @@
 
 ``python -m bench.callcount [--write | --check] [--baseline DIR] [--profile KIND]``
 
-Each request kind (chat JSON, chat stream, Responses JSON, Responses stream; a 1 KB
-four-message conversation) goes through the gateway in one process (an ASGI call with
-hand-written ``receive``/``send``, bench/inprocess.py) to the fast fake engine in its own
-process, with the shipped ``config.yaml``. Hooks count, per request:
+Each request kind (chat JSON, chat stream, Responses JSON, Responses stream, Messages
+JSON, Messages stream (Anthropic's API, translated); a 1 KB four-message conversation)
+goes through the gateway in one process (an ASGI call with hand-written
+``receive``/``send``, bench/inprocess.py) to the fast fake engine in its own process,
+with the shipped ``config.yaml``. Hooks count, per request:
 
 - ``own``: calls of functions defined in ``gateway/`` (a coroutine or generator resumed
   counts as a call, as it costs one);

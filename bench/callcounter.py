@@ -63,6 +63,14 @@ MESSAGES = [
 CHAT = "/v1/chat/completions"
 RESPONSES = "/v1/responses"
 EMBEDDINGS = "/v1/embeddings"
+MESSAGES_API = "/v1/messages"  # Anthropic's Messages API, translated onto chat
+# The same conversation as Anthropic's clients send it: the system prompt apart.
+ANTHROPIC = {
+    "model": "fake-model",
+    "system": MESSAGES[0]["content"],
+    "messages": MESSAGES[1:],
+    "max_tokens": 64,
+}
 # A retrieval batch: 16 passages of a few sentences. The engine answers 64 floats each
 # (about 20 KB, under one loopback segment: it arrives in one read, so the counts do not
 # depend on how a loaded machine splits it; 1,536 each, 490 KB, came in a varying number
@@ -98,6 +106,8 @@ KINDS = [
         RESPONSES,
         {"model": "fake-model", "input": MESSAGES, "max_output_tokens": 64, "stream": True},
     ),
+    Kind("messages json", MESSAGES_API, ANTHROPIC),
+    Kind("messages stream", MESSAGES_API, {**ANTHROPIC, "stream": True}),
     Kind(
         "embeddings json",
         EMBEDDINGS,

@@ -73,6 +73,12 @@ class Upstream(BaseModel):
         description="/v1/responses: translate to chat completions, or forward to the "
         "engine's own /v1/responses (native)",
     )
+    messages: Literal["translate", "native"] = Field(
+        default="translate",
+        description="/v1/messages and /v1/messages/count_tokens (Anthropic's Messages API): "
+        "translate to chat completions, or forward to the engine's own (native: vLLM, "
+        "llama.cpp's server)",
+    )
     # Engine-aware routing (docs/routing.md).
     routing: Literal["least_in_flight", "affinity"] = Field(
         default="least_in_flight",

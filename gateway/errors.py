@@ -23,11 +23,13 @@
         └── AnswerViolation           502  answer_violates_schema | _tool_choice | ... (param)
 
 Every class knows its HTTP status and OpenAI ``type``/``code``; ``render``
-turns any of them into OpenAI's ``{"error": {message, type, param, code}}``,
-as a response body or as the SSE event that ends a stream. It is the one
-place an error becomes bytes: the app's handlers, the proxy, the relay and
-``ft-gateway explain`` all call it. This module imports no web framework: the
-policy engine and the CLI raise and inspect these too.
+turns any of them into bytes in an API's error shape (``ErrorShape``: OpenAI's
+``{"error": {message, type, param, code}}`` unless a route gives its own, as
+Anthropic's Messages API does in gateway/messages/errors.py), as a response
+body or as the SSE event that ends a stream. It is the one place an error
+becomes bytes: the app's handlers, the proxy, the relay and ``ft-gateway
+explain`` all call it. This module imports no web framework: the policy engine
+and the CLI raise and inspect these too.
 """
 
 from __future__ import annotations
@@ -70,12 +72,47 @@ class GatewayError(Exception):
         }
 
 
-def render(exc: GatewayError, *, event: bool = False) -> bytes:
-    """``exc`` as OpenAI's error JSON, or with ``event`` as the SSE event carrying it
-    (after a stream has started an error can only be an event: OpenAI sends
-    ``data: {"error": ...}`` mid-stream, and its SDKs raise on it)."""
-    body = orjson.dumps(exc.openai_error())
-    return b"data: " + body + b"\n\n" if event else body
+class ErrorShape:
+    """How one API writes an error: its status, its body, the event that ends a stream
+    once it has started, and an engine's error relayed. OpenAI's here; a route with
+    another API's clients gives its own (``Route.call_type``'s responder carries it)."""
+
+    def status(self, exc: GatewayError) -> int:
+        """The HTTP status the client gets for ``exc``."""
+        return exc.status
+
+    def body(self, exc: GatewayError, request_id: str | None = None) -> bytes:
+        """``exc`` as a response body (``request_id``: the request's, where the API
+        puts it in the body)."""
+        return orjson.dumps(exc.openai_error())
+
+    def event(self, exc: GatewayError) -> bytes:
+        """``exc`` as the SSE event that ends a started stream (OpenAI sends
+        ``data: {"error": ...}`` mid-stream, and its SDKs raise on it)."""
+        return b"data: " + orjson.dumps(exc.openai_error()) + b"\n\n"
+
+    def relayed(
+        self, status: int, error: dict[str, Any], request_id: str | None = None
+    ) -> tuple[int, bytes]:
+        """An engine's error answer (``error``: OpenAI's inner object, normalised by
+        proxy/engineerrors.py) as the status and body the client gets."""
+        return status, orjson.dumps({"error": error})
+
+
+OPENAI_ERRORS = ErrorShape()
+
+
+def render(
+    exc: GatewayError,
+    *,
+    event: bool = False,
+    shape: ErrorShape = OPENAI_ERRORS,
+    request_id: str | None = None,
+) -> bytes:
+    """``exc`` in ``shape`` (OpenAI's by default): a response body, or with ``event``
+    the SSE event carrying it (after a stream has started an error can only be an
+    event)."""
+    return shape.event(exc) if event else shape.body(exc, request_id)
 
 
 class InvalidRequest(GatewayError):

@@ -5,6 +5,8 @@ import OpenAI from "openai";
 import { generateObject, generateText, streamText } from "ai";
 import { z } from "zod";
 import { createOpenAI } from "@ai-sdk/openai";
+import Anthropic from "@anthropic-ai/sdk";
+import { createAnthropic } from "@ai-sdk/anthropic";
 
 const baseURL = `${process.env.GATEWAY_URL}/v1`;
 const model = "Qwen3.8-Flash-Next";
@@ -122,6 +124,75 @@ await check("ai generateText two turns (item_reference)", async () => {
   return `${references.length} item_reference, ${JSON.stringify(second.text.slice(0, 40))}`;
 });
 
+// Anthropic's Messages API: the SDK takes the base URL without /v1 (it adds
+// /v1/messages), the AI SDK's provider with it (it posts to ${baseURL}/messages).
+const claude = new Anthropic({ baseURL: process.env.GATEWAY_URL, apiKey: "sk-node", maxRetries: 0 });
+const messages = [{ role: "user", content: prompt }];
+
+await check("@anthropic-ai/sdk messages.create", async () => {
+  const message = await claude.messages.create({ model, max_tokens: 32, messages, system: "Be brief." });
+  must(message.id.startsWith("msg_") && message.type === "message", "a message object");
+  must(message.content[0].type === "text" && message.content[0].text.length > 0, "a text block");
+  must(message.usage.input_tokens > 0 && message.usage.output_tokens > 0, "usage");
+  return `${message.stop_reason}, ${message.usage.output_tokens} tokens, ${JSON.stringify(message.content[0].text.slice(0, 40))}`;
+});
+
+await check("@anthropic-ai/sdk messages.stream", async () => {
+  const stream = claude.messages.stream({ model, max_tokens: 64, messages, thinking: { type: "adaptive" } });
+  const types = [];
+  for await (const event of stream) types.push(event.type);
+  const final = await stream.finalMessage();
+  must(types[0] === "message_start" && types.at(-1) === "message_stop", "the event sequence");
+  must(final.content[0].type === "thinking" && final.content[0].signature === "", "a thinking block");
+  return `${types.length} events, ${final.content.map((b) => b.type).join("+")}, ${final.usage.output_tokens} tokens`;
+});
+
+await check("@anthropic-ai/sdk messages.countTokens", async () => {
+  const counted = await claude.messages.countTokens({ model, messages });
+  must(Number.isInteger(counted.input_tokens) && counted.input_tokens > 0, "a count");
+  return `${counted.input_tokens} input tokens`;
+});
+
+await check("@anthropic-ai/sdk rejected field", async () => {
+  try {
+    await claude.messages.create({
+      model, max_tokens: 8, messages,
+      tools: [{ name: "get_weather", input_schema: { type: "object" } }],
+    });
+  } catch (error) {
+    must(error.status === 400 && error.error?.error?.type === "invalid_request_error", "Anthropic's 400");
+    must(error.error.error.message.startsWith("tools: "), "the field named first");
+    must(Boolean(error.requestID), "its request-id");
+    return `400 ${error.error.error.message.slice(0, 60)}`;
+  }
+  throw new Error("expected a 400");
+});
+
+const anthropic = createAnthropic({ baseURL, apiKey: "sk-node" });
+
+await check("ai generateText(anthropic(model))", async () => {
+  const { text, usage, finishReason } = await generateText({
+    model: anthropic(model),
+    prompt,
+    maxOutputTokens: 32,
+  });
+  must(text.length > 0 && usage.outputTokens > 0, "text and usage");
+  return `${JSON.stringify(finishReason)}, ${usage.outputTokens} tokens, ${JSON.stringify(text.slice(0, 40))}`;
+});
+
+await check("ai streamText(anthropic(model))", async () => {
+  const result = streamText({
+    model: anthropic(model),
+    system: "Answer in a few words.",
+    messages,
+    maxOutputTokens: 32,
+  });
+  let chunks = 0;
+  for await (const part of result.textStream) chunks += part.length > 0 ? 1 : 0;
+  const usage = await result.usage;
+  must(chunks > 0 && usage.outputTokens > 0, "streamed text");
+  return `${chunks} text chunks, ${usage.outputTokens} tokens`;
+});
 // generateObject against the structured gateway: the engine draws JSON from the schema;
 // a .max() (maxLength) the engine drops is refused at its path, on chat and Responses.
 const structured = createOpenAI({ baseURL: `${process.env.STRUCTURED_URL}/v1`, apiKey: "sk-node" });

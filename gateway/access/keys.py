@@ -1,6 +1,8 @@
 """API keys: who may use the gateway, under which name, with which policy profile.
 
-Clients send ``Authorization: Bearer KEY``. The gateway stores only the SHA-256
+Clients send ``Authorization: Bearer KEY``, or ``x-api-key: KEY`` (Anthropic's
+header: Claude Code and older Anthropic SDKs send it; with an ``apiKeyHelper``
+Claude Code sends the key in both, which is one key). The gateway stores only the SHA-256
 of each key (a leaked config or Secret does not leak keys), with a name for logs
 and metrics and optionally a policy profile. Keys come from a YAML file
 
@@ -128,22 +130,33 @@ class Keyring:
     def authenticate(self, headers: Headers) -> tuple[str | None, str | None]:
         """(key name, policy profile) for a request's headers, or AuthenticationFailed.
 
-        Only the Authorization header counts: a key in the query string is
-        ignored, so it never works and users learn not to put it in URLs."""
+        Only the Authorization and x-api-key headers count: a key in the query
+        string is ignored, so it never works and users learn not to put it in URLs."""
         values = [v for n, v in headers if n == b"authorization"]
-        if not values:
+        keys = [v.strip() for n, v in headers if n == b"x-api-key"]
+        if not values and not keys:
             raise AuthenticationFailed(
-                "You didn't provide an API key. Send it in the Authorization header: "
-                "'Authorization: Bearer YOUR_KEY'.",
+                "You didn't provide an API key. Send it in the Authorization header "
+                "('Authorization: Bearer YOUR_KEY') or the x-api-key header.",
                 headers=_CHALLENGE,
             )
-        scheme, _, token = values[0].strip().partition(b" ")
-        token = token.strip()
-        if len(values) != 1 or scheme.lower() != b"bearer" or not token:
+        tokens = set(keys)
+        if values:
+            scheme, _, token = values[0].strip().partition(b" ")
+            token = token.strip()
+            if len(values) != 1 or scheme.lower() != b"bearer" or not token:
+                raise AuthenticationFailed(
+                    "Malformed Authorization header: expected 'Authorization: Bearer YOUR_KEY'.",
+                    headers=_CHALLENGE,
+                )
+            tokens.add(token)
+        if len(tokens) != 1 or b"" in tokens:
             raise AuthenticationFailed(
-                "Malformed Authorization header: expected 'Authorization: Bearer YOUR_KEY'.",
+                "Malformed credentials: send one API key, in Authorization or x-api-key "
+                "(the same key in both is one key).",
                 headers=_CHALLENGE,
             )
+        (token,) = tokens
         digest = hashlib.sha256(token).digest()
         found: ApiKey | None = None
         # Every key is compared, each in constant time: neither the time taken

@@ -18,13 +18,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from gateway._types import Endpoint
 from gateway.app.dispatch import DispatchingApp
 from gateway.app.health import Health
 from gateway.app.mount import make_route
 from gateway.app.reload import Reloader
 from gateway.app.reloadable import Reloadable, load_reloadable
 from gateway.batches.mount import BatchService
-from gateway.errors import GatewayError, MethodNotAllowed, NotFound, render
+from gateway.errors import OPENAI_ERRORS, GatewayError, MethodNotAllowed, NotFound, render
+from gateway.errorshapes import path_error_shape
 from gateway.fleet.access import make_gate
 from gateway.fleet.engines import engine_dns, hinter_for, open_engines
 from gateway.fleet.models import ModelList
@@ -32,6 +34,8 @@ from gateway.fleet.reload import fleet_changed
 from gateway.fleet.router import ModelRouter, needs_router
 from gateway.fleet.served import ServedNames
 from gateway.limits.limiter import make_limiter
+from gateway.messages.errors import ANTHROPIC_ERRORS, unserved
+from gateway.messages.models import AnthropicModels, ByVersion
 from gateway.observe.capture import BodyCapture
 from gateway.observe.exchange import UNSERVED, Exchange
 from gateway.observe.metrics import Metrics
@@ -70,17 +74,31 @@ async def _gateway_error(request: Request, exc: Exception) -> Response:
 
 async def _http_error(request: Request, exc: Exception) -> Response:
     assert isinstance(exc, HTTPException)  # registered for HTTPException only
-    where = f"({request.method} {request.url.path})"
+    path = request.url.path
+    where = f"({request.method} {path})"
     error: GatewayError = NotFound(f"Invalid URL {where}.")
     if exc.status_code == 405:
         error = MethodNotAllowed(f"Method not allowed {where}.")
+    # A path under a route of another API's (Anthropic's /v1/messages/batches) is
+    # answered in that API's shape, for its clients (messages/errors.py names it).
+    shape = path_error_shape(path)
+    if shape is ANTHROPIC_ERRORS and exc.status_code != 405:
+        error = unserved(request.method, path)
     # Logged and counted like any answer: an operator sees clients calling a route
     # the gateway lacks.
     request_id = request_id_of(request.scope["headers"]).decode()
-    exchange = Exchange(request.method, request.url.path, UNSERVED, request_id, policed=False)
+    exchange = Exchange(request.method, path, UNSERVED, request_id, policed=False)
     observer = request.app.state.gateway.observer
     observer.started(exchange)
-    response = error_response(error)
+    if shape is OPENAI_ERRORS:
+        response = error_response(error)
+    else:
+        response = Response(
+            shape.body(error, request_id),
+            status_code=shape.status(error),
+            headers={**error.headers, "request-id": request_id},
+            media_type="application/json",
+        )
     response.headers["x-request-id"] = exchange.request_id
     exchange.status = response.status_code
     exchange.error_code = error.code
@@ -189,7 +207,7 @@ def create_app(
                     bound = settings.tracing.export_timeout + 1
                     await asyncio.to_thread(state.tracer.shutdown, bound)
 
-    proxied = {
+    proxied: dict[tuple[str, str], Endpoint] = {
         ("POST", path): ProxyEndpoint(state, make_route(state, path, store=store))
         for path in ROUTES
     }
@@ -206,7 +224,10 @@ def create_app(
             Route("/v1/models/{model:path}", models.one, methods=["GET"]),
         ]
     else:
-        proxied["GET", "/v1/models"] = ProxyEndpoint(state, ModelsRoute(state))
+        # Anthropic's clients send anthropic-version: the engine's list in their shape.
+        proxied["GET", "/v1/models"] = ByVersion(
+            ProxyEndpoint(state, AnthropicModels(state)), ProxyEndpoint(state, ModelsRoute(state))
+        )
         fleet_routes = []
     routes = [Route(path, endpoint, methods=[m]) for (m, path), endpoint in proxied.items()]
     routes += [

@@ -57,9 +57,9 @@ def _show(value: Any) -> str:
 
 
 def _got(result: Explanation) -> str:
-    if result.error is not None:
-        error = orjson.loads(result.error)["error"]
-        return f"refused on '{error.get('param')}' with {error.get('code')}"
+    error = result.refusal
+    if error is not None:
+        return f"refused on '{error.param}' with {error.code}"
     return "forwarded changed" if result.changed else "forwarded unchanged"
 
 
@@ -71,15 +71,14 @@ def check_case(policy: Policy, case: Case) -> str | None:
         policy, orjson.dumps(case.request()), route=case.route, profile=case.profile
     )
     expect = case.expect
+    error = result.refusal
     if expect.verdict == REFUSED:
-        if result.error is None:
+        if error is None:
             return f"expected {expect}, got {_got(result)}"
-        error = orjson.loads(result.error)["error"]
-        if (error.get("param"), error.get("code")) != (expect.param, expect.code):
-            return f"expected {expect}, got {_got(result)}: {error.get('message')}"
-    elif result.error is not None:
-        error = orjson.loads(result.error)["error"]
-        return f"expected {expect}, got {_got(result)}: {error.get('message')}"
+        if (error.param, error.code) != (expect.param, expect.code):
+            return f"expected {expect}, got {_got(result)}: {error.message}"
+    elif error is not None:
+        return f"expected {expect}, got {_got(result)}: {error.message}"
     elif expect.verdict == UNCHANGED and result.changed:
         forwarded = orjson.loads(result.forwarded or b"{}")
         return f"expected {expect}, got forwarded changed at " + (

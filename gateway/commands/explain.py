@@ -20,6 +20,7 @@ from gateway.access.keys import load_keyring
 from gateway.commands.check import display_path
 from gateway.deployments import Deployment, find_model
 from gateway.errors import GatewayError, ModelNotFound, render
+from gateway.errorshapes import error_shape
 from gateway.jsonbody.parse import parse_request, request_content
 from gateway.limits.limiter import reservation
 from gateway.limits.report import describe_limits
@@ -43,6 +44,7 @@ class Explanation:
     forwarded: bytes | None = None  # what the engine would receive
     changed: bool = False
     error: bytes | None = None  # the exact error body the client would get
+    refusal: GatewayError | None = None  # the error itself (its param and code)
     fanout: int = 1  # n served by fan-out: the engine is asked this many times
     limits: list[str] = field(default_factory=list)  # the key's rate limits (--key)
     reserved: int | None = None  # the tokens this request reserves against them
@@ -84,6 +86,7 @@ def explain_request(
     """Run ``raw`` (a request body) through the server's parsing and policy steps."""
     route = route or guess_route(raw)
     result = Explanation(route=route)
+    shape = error_shape(route)
     try:
         body = parse_request(raw, _JSON_HEADERS)
         decision = apply_policy(policy, route, body, profile=profile, trace=True)
@@ -91,12 +94,13 @@ def explain_request(
         result.outcomes = sorted(decision.outcomes, key=lambda o: STEPS.get(o.action, 0))
         result.reported = decision.reported
         if decision.report is not None:
-            result.report = render(decision.report.error)
+            result.report = render(decision.report.error, shape=shape)
         if decision.error is not None:
             raise decision.error
     except GatewayError as exc:
-        result.status = exc.status
-        result.error = render(exc)
+        result.refusal = exc
+        result.status = shape.status(exc)
+        result.error = render(exc, shape=shape)
         return result
     result.forwarded = request_content(raw, decision)
     result.changed = decision.changed
@@ -191,7 +195,8 @@ def run(args: argparse.Namespace) -> int:
             routed = find_model(settings.deployments, args.model)
             if routed is None:
                 sys.stdout.write(f"model {args.model}: no deployment serves it\n-> HTTP 404:\n")
-                sys.stdout.write(render(ModelNotFound(args.model)).decode() + "\n")
+                shape = error_shape(args.route or guess_route(raw))
+                sys.stdout.write(render(ModelNotFound(args.model), shape=shape).decode() + "\n")
                 return 1
             if not args.policy and routed[0].policy is not None:
                 path = routed[0].policy

@@ -7,9 +7,11 @@ Each step is the one ``serve`` takes, through the same pure seams: the API keys
 (fleet/access.py) and the fleet table (deployments.py, through fleet.py), the policy
 (policy/engine.py) and its errors (errors.py). What the proxy does that a processor
 cannot do exactly is refused by name (``unsupported``): ``n`` served by fan-out (one
-request to Envoy cannot become several to the engine), the Responses API in
-translate mode (a translation of the answer, and the store) and the Batch API (files
-kept, each line policed by ``serve``'s runner).
+request to Envoy cannot become several to the engine), the Responses API and
+Anthropic's Messages API in translate mode (a translation of the answer, and the
+store) and the Batch API (files kept, each line policed by ``serve``'s runner).
+Anthropic's Message Batches API is the 404 ``serve`` gives. The Messages API in
+native mode is policed as any route, its refusals in Anthropic's shape (messages.py).
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from gateway.extproc.fleet import Fleet, fleet_key
 from gateway.extproc.request import Request
 from gateway.jsonbody.parse import parse_request
 from gateway.jsonbody.shapes import body_problem
+from gateway.messages.errors import MESSAGE_BATCHES, unserved
 from gateway.policy.engine import apply_policy
-from gateway.routes import RESPONSES
+from gateway.routes import MESSAGES, RESPONSES
 from gateway.state import GatewayState
 
 # The code of every refusal of what only ``serve`` does.
@@ -34,6 +37,10 @@ UNSUPPORTED = "unsupported_in_extproc"
 # The Batch API: serve keeps the files and runs each line through the policy itself;
 # through Envoy an upload would reach the engine unpoliced (or be a 404 there).
 BATCH_API = (FILES, BATCHES)
+
+
+def _under(path: str, prefix: str) -> bool:
+    return path == prefix or path.startswith(prefix + "/")
 
 
 class Forward(NamedTuple):
@@ -64,6 +71,8 @@ class Decider:
         # Restart-only settings, read once.
         self.max_body_bytes = settings.limits.max_body_bytes
         self.translated = settings.upstream.responses == "translate"
+        # One mode for the gateway, as serve mounts it (app/mount.py).
+        self.messages_translated = settings.upstream.messages == "translate"
         extproc = settings.extproc
         self.profile_header = (
             extproc.profile_header.encode() if extproc.profile_header is not None else None
@@ -85,14 +94,24 @@ class Decider:
         declared length); raise the client's error."""
         record = request.record
         path = record.path
-        if self.translated and (path == RESPONSES or path.startswith(RESPONSES + "/")):
+        if self.translated and _under(path, RESPONSES):
             raise unsupported(
                 "The Responses API is translated onto chat completions and its responses "
                 "are stored by ft-gateway serve; an Envoy external processor sees no "
                 "answer to translate or store. Send it through ft-gateway serve, or set "
                 "upstream.responses: native for an engine with its own /v1/responses."
             )
-        if any(path == api or path.startswith(api + "/") for api in BATCH_API):
+        if _under(path, MESSAGE_BATCHES):
+            raise unserved(record.method, path)  # as serve answers it: Anthropic's 404
+        if self.messages_translated and _under(path, MESSAGES):
+            raise unsupported(
+                "Anthropic's Messages API is translated onto chat completions by "
+                "ft-gateway serve (the request, and the answer event by event); an Envoy "
+                "external processor sees no answer to translate. Send it through "
+                "ft-gateway serve, or set upstream.messages: native for an engine with "
+                "its own /v1/messages."
+            )
+        if any(_under(path, api) for api in BATCH_API):
             raise unsupported(
                 "The Batch API (/v1/files, /v1/batches) is served by ft-gateway serve, which "
                 "keeps the files and sends each line through the policy; an Envoy external "

@@ -15,7 +15,8 @@ from envoy.service.ext_proc.v3 import external_processor_pb2 as ext
 from envoy.type.v3 import http_status_pb2 as http_status
 
 from gateway._types import Headers
-from gateway.errors import GatewayError, render
+from gateway.errors import OPENAI_ERRORS, GatewayError
+from gateway.errorshapes import path_error_shape
 from gateway.extproc.decision import Forward
 
 _OVERWRITE = core.HeaderValueOption.OVERWRITE_IF_EXISTS_OR_ADD
@@ -76,17 +77,20 @@ def body_continue(forward: Forward) -> Any:
     return ext.ProcessingResponse(request_body=ext.BodyResponse(response=common))
 
 
-def immediate(exc: GatewayError, *, request_id: str) -> Any:
-    """Answer the client at once with ``exc`` in OpenAI's error shape and its status
+def immediate(exc: GatewayError, *, request_id: str, path: str = "") -> Any:
+    """Answer the client at once with ``exc`` in the error shape of ``path``'s clients
+    (OpenAI's; Anthropic's under /v1/messages, with its ``request-id``) and its status
     (the request goes no further)."""
-    body = render(exc)
+    shape = path_error_shape(path)
     headers = [("content-type", b"application/json"), ("x-request-id", request_id.encode())]
+    if shape is not OPENAI_ERRORS:
+        headers.append(("request-id", request_id.encode()))
     headers.extend((name.lower(), value.encode("latin-1")) for name, value in exc.headers.items())
     return ext.ProcessingResponse(
         immediate_response=ext.ImmediateResponse(
-            status=http_status.HttpStatus(code=exc.status),
+            status=http_status.HttpStatus(code=shape.status(exc)),
             headers=_set_headers(headers),
-            body=body,
+            body=shape.body(exc, request_id),
             details=f"ft_gateway_{exc.code or 'error'}",
         )
     )

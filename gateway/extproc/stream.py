@@ -104,8 +104,8 @@ class ExternalProcessor(ext_grpc.ExternalProcessorServicer):  # type: ignore[mis
         record.failed(exc)
         if isinstance(exc, RateLimited):
             record.rate_limited = exc.limit
-        answer = messages.immediate(exc, request_id=record.request_id)
-        record.status = exc.status
+        answer = messages.immediate(exc, request_id=record.request_id, path=record.path)
+        record.status = answer.immediate_response.status.code
         record.bytes_out = len(answer.immediate_response.body)
         self._finish(request)
         return answer

@@ -13,6 +13,9 @@ from gateway.policy.loading import load_policy_file
 from gateway.settings import Settings
 from gateway.yamlsource import Location, Problem, SourceError
 
+# The upstream settings that pick a route's class (gateway/routes.py): one per gateway.
+_MODES = (("responses", "Responses"), ("messages", "Messages"))
+
 
 def load_fleet_policies(
     settings: Settings,
@@ -28,19 +31,20 @@ def load_fleet_policies(
         return {}
     for location, message in fleet_problems(deployments):
         problems.append(where(("deployments", *location), message))
-    mode = settings.upstream.responses
     read: dict[Path, Policy | None] = {}
     policies: dict[str, Policy] = {}
     for i, deployment in enumerate(deployments):
         at: Location = ("deployments", i)
-        if deployment.upstream.responses != mode:
-            problems.append(
-                where(
-                    (*at, "upstream", "responses"),
-                    f"the Responses mode is the gateway's (upstream.responses: {mode}) "
-                    "for every deployment",
+        for setting, api in _MODES:
+            mode = getattr(settings.upstream, setting)
+            if getattr(deployment.upstream, setting) != mode:
+                problems.append(
+                    where(
+                        (*at, "upstream", setting),
+                        f"the {api} mode is the gateway's (upstream.{setting}: {mode}) "
+                        "for every deployment",
+                    )
                 )
-            )
         variable = deployment.upstream.api_key_env
         if variable is not None and not environ.get(variable):
             problems.append(

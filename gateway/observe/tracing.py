@@ -7,7 +7,8 @@ when a request arrives, which continues a valid W3C ``traceparent`` from the
 client; ``upstream_headers`` opens the child span of the engine request and
 puts its ``traceparent`` on it (replacing the client's); ``Trace.answer`` and
 ``Trace.events`` read usage and finish reasons from what the proxy already
-holds (the JSON answer, the stream's whole events). ``finished`` (the Observer
+holds (the JSON answer, the stream's whole events: chat's, or the Messages API's
+of an engine that serves it natively). ``finished`` (the Observer
 protocol) sets the attributes and ends the spans. Spans leave through the SDK's
 BatchSpanProcessor: a thread exports them, and a full queue drops them (counted
 in ``dropped``), so a collector that is slow or gone never holds up a request.
@@ -55,6 +56,7 @@ REQUEST_FIELDS = {
     "seed": "gen_ai.request.seed",
     "n": "gen_ai.request.choice.count",
     "stop": "gen_ai.request.stop_sequences",
+    "stop_sequences": "gen_ai.request.stop_sequences",  # the Messages API's name
     "encoding_format": "gen_ai.request.encoding_formats",
     "dimensions": "gen_ai.embeddings.dimension.count",
 }
@@ -142,6 +144,8 @@ class Trace:
             self.response_id = rid
         choices = body.get("choices")
         if not isinstance(choices, list):
+            if "type" in body:
+                self._read_message(body)
             return
         for choice in choices:
             if not isinstance(choice, dict):
@@ -155,6 +159,28 @@ class Trace:
                 text = _choice_text(choice, stream=stream)
                 if text:
                     self.output.setdefault(index, []).append(text)
+
+    def _read_message(self, body: dict[str, Any]) -> None:
+        """An answer of Anthropic's Messages API (an engine's own, in native mode): the
+        message whole, or its stream's events."""
+        kind = body.get("type")
+        if kind == "message_start" and isinstance(body.get("message"), dict):
+            self._read(body["message"], stream=True)
+            return
+        holder = body.get("delta") if kind == "message_delta" else body
+        if isinstance(holder, dict) and isinstance(holder.get("stop_reason"), str):
+            self.finish_reasons[0] = holder["stop_reason"]
+        if not self.capture:
+            return
+        if kind == "message":
+            blocks = body.get("content")
+            for block in blocks if isinstance(blocks, list) else ():
+                if isinstance(block, dict) and isinstance(block.get("text"), str):
+                    self.output.setdefault(0, []).append(block["text"])
+        elif kind == "content_block_delta" and isinstance(body.get("delta"), dict):
+            text = body["delta"].get("text")
+            if isinstance(text, str):
+                self.output.setdefault(0, []).append(text)
 
 
 def _choice_text(choice: dict[str, Any], *, stream: bool) -> str | None:

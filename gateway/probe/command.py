@@ -23,7 +23,7 @@ from gateway.probe.responses import RESPONSES
 from gateway.probe.route import CHAT, COMPLETIONS
 from gateway.probe.runner import planned_requests, probe_engine
 from gateway.probe.writer import SEED_CHOICES, render_policy
-from gateway.routes import EMBEDDINGS, RERANK
+from gateway.routes import EMBEDDINGS, MESSAGES, RERANK
 from gateway.settings import config_path, load_settings
 from gateway.yamlsource import SourceError
 
@@ -32,7 +32,10 @@ ROUTES = {
     "completions": [COMPLETIONS],
     "both": [CHAT, COMPLETIONS],
     "responses": [CHAT, RESPONSES],
-    "all": [CHAT, COMPLETIONS, RESPONSES],
+    # Anthropic's Messages API: its rules follow the chat route's unless the engine
+    # serves /v1/messages itself (vLLM, llama.cpp's server).
+    "messages": [CHAT, MESSAGES],
+    "all": [CHAT, COMPLETIONS, RESPONSES, MESSAGES],
     # An embedding or rerank model is its own deployment: --model names it.
     "embeddings": [EMBEDDINGS],
     "rerank": [RERANK],
@@ -53,9 +56,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--route",
         choices=sorted(ROUTES),
         default="all",
-        help="all: chat, completions and /v1/responses (whose rules follow the chat "
-        "route's verdicts unless the engine serves it natively); embeddings, rerank: "
-        "those of an embedding or rerank model",
+        help="all: chat, completions, /v1/responses and /v1/messages (whose rules follow "
+        "the chat route's verdicts unless the engine serves them natively); embeddings, "
+        "rerank: those of an embedding or rerank model",
     )
     parser.add_argument("--out", type=Path, help="write the policy the findings call for here")
     parser.add_argument("--report", type=Path, help="write the findings as Markdown here")

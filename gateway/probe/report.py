@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from gateway.probe.anthropic import table_line as messages_line
 from gateway.probe.responses import table_line
 from gateway.probe.route import BASE_MAX_TOKENS, CHAT_PROMPT, COMPLETION_PROMPT
 from gateway.probe.runner import ProbeResult
@@ -83,6 +84,12 @@ def render_markdown(result: ProbeResult) -> str:
             f"- **{v.field}**: {v.outcome}: {_cell(v.summary)}" for v in result.responses.verdicts
         ]
         lines.append("")
+    if result.messages is not None:
+        lines += ["## /v1/messages", "", messages_line(result.messages), ""]
+        lines += [
+            f"- **{v.field}**: {v.outcome}: {_cell(v.summary)}" for v in result.messages.verdicts
+        ]
+        lines.append("")
     return "\n".join(lines)
 
 
@@ -145,5 +152,7 @@ def render_table(result: ProbeResult, *, width: int = 100) -> str:
         lines.append("")
     if result.responses is not None:
         lines += [table_line(result.responses), ""]
+    if result.messages is not None:
+        lines += [messages_line(result.messages), ""]
     lines.append(f"{result.requests} requests to {result.upstream} ({result.model})")
     return "\n".join(lines)

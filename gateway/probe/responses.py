@@ -16,11 +16,11 @@ rejected either way, as in policies/ft-serve.yaml.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.probe.client import Answer, EngineClient
 from gateway.probe.fields import PROBED, Rule
+from gateway.probe.native import NativeProbe, describe, judged, route_head
 from gateway.probe.route import CHAT
 from gateway.probe.structured import StructuredProbe
 from gateway.probe.structured_rules import (
@@ -35,12 +35,9 @@ from gateway.probe.structured_rules import (
 from gateway.probe.verdict import (
     BROKEN,
     HONOURED,
-    IGNORED,
     REFUSED_BECAUSE,
     REJECTED,
-    Trial,
     Verdict,
-    trim,
     verdict_line,
 )
 from gateway.probe.yamltext import comment, entry_lines
@@ -110,24 +107,8 @@ _HINTS = ("prompt_cache_options", "access_programs")
 _BOOKKEEPING = sorted(GATEWAY_ONLY - _REFUSED.keys() - {"store", "previous_response_id", *_HINTS})
 
 
-@dataclass
-class ResponsesProbe:
+class ResponsesProbe(NativeProbe):
     """What the probe found on /v1/responses."""
-
-    native: bool
-    detail: str  # the plain request's answer, in words
-    verdicts: list[Verdict] = field(default_factory=list)
-
-    def verdict(self, name: str) -> Verdict | None:
-        return next((v for v in self.verdicts if v.field == name), None)
-
-
-def _describe(answer: Answer) -> str:
-    if answer.status is None:
-        return f"no answer: {answer.error}"
-    if not answer.ok:
-        return f"HTTP {answer.status}: {trim(answer.engine_message(), 100)}"
-    return f"HTTP {answer.status}"
 
 
 def _is_response(answer: Answer) -> bool:
@@ -144,19 +125,7 @@ def _text(body: Any) -> str:
 
 
 def _judged(name: str, answer: Answer, honoured: bool, what: str) -> Verdict:
-    trial = (
-        Trial(
-            json.dumps({k: answer.sent[k] for k in answer.sent if k != "input"})[:160],
-            _describe(answer),
-        ),
-    )
-    if answer.status is None or (answer.status or 0) >= 500:
-        return Verdict(name, BROKEN, f"the engine failed on it ({_describe(answer)})", trial)
-    if not answer.ok:
-        return Verdict(name, REJECTED, f"the engine refused it ({_describe(answer)})", trial)
-    if honoured:
-        return Verdict(name, HONOURED, what, trial)
-    return Verdict(name, IGNORED, f"200 without the effect: {what} did not happen", trial)
+    return judged(name, answer, honoured, what, leave_out=("input",))
 
 
 def probe_responses(client: EngineClient, *, model: str, extra: dict[str, Any]) -> ResponsesProbe:
@@ -165,7 +134,7 @@ def probe_responses(client: EngineClient, *, model: str, extra: dict[str, Any]) 
     plain = client.post(RESPONSES, base)
     if not _is_response(plain):
         return ResponsesProbe(
-            False, _describe(plain) + ("" if not plain.ok else ", not a response object")
+            False, describe(plain) + ("" if not plain.ok else ", not a response object")
         )
     found = ResponsesProbe(True, "HTTP 200, a response object")
     cut = client.post(RESPONSES, base | {"max_output_tokens": 1})
@@ -368,14 +337,7 @@ def route_lines(
     ``structured``: what the probe found below the field, ``anchor`` the chat route's
     keyword table)."""
     indent = "      "
-    mode = "native" if found.native else "translate"
-    lines = [f"  {RESPONSES}:"]
-    lines += comment(
-        f"The engine's own /v1/responses (probed {day}): {found.detail}. Run the gateway with "
-        f"upstream.responses: {mode}.",
-        "    ",
-    )
-    lines += ["    fields:"]
+    lines = route_head(RESPONSES, found, day, "responses")
     lines += entry_lines("model", {"action": "pass", "type": "string", "required": True}, indent)
     lines += entry_lines("instructions", {"action": "pass", "type": "string"}, indent)
     lines += comment("Messages with text parts; other items and parts are refused.", indent)

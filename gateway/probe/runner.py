@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-from gateway.probe import checks, messages, sampling, seed, structured, vectors
+from gateway.probe import anthropic, checks, messages, sampling, seed, structured, vectors
+from gateway.probe.anthropic import MessagesProbe, probe_messages
 from gateway.probe.client import BudgetSpent, EngineClient
 from gateway.probe.context import (
     FREE_SAMPLES,
@@ -19,11 +20,13 @@ from gateway.probe.context import (
     ProbeError,
 )
 from gateway.probe.keywords import SAMPLES as KEYWORD_SAMPLES
+from gateway.probe.native import NativeProbe
 from gateway.probe.progress import Progress
 from gateway.probe.responses import REQUESTS, RESPONSES, ResponsesProbe, probe_responses
 from gateway.probe.route import CHAT, ProbeRoute
 from gateway.probe.structured import StructuredProbe, probe_native_keywords, probe_structured
 from gateway.probe.verdict import HONOURED, INCONCLUSIVE, Verdict
+from gateway.routes import MESSAGES
 
 
 @dataclass(frozen=True)
@@ -73,6 +76,14 @@ CHECKS: tuple[Check, ...] = (
 )
 
 
+# The routes an engine may serve itself, each probed on its own route: the result's
+# class, its prober, and the ProbeResult field it goes in.
+NATIVE_PROBES: dict[str, tuple[type[NativeProbe], Callable[..., NativeProbe], str]] = {
+    RESPONSES: (ResponsesProbe, probe_responses, "responses"),
+    MESSAGES: (MessagesProbe, probe_messages, "messages"),
+}
+
+
 def checks_for(route: str) -> list[Check]:
     """The checks that apply to ``route``."""
     return [c for c in CHECKS if route == CHAT or not c.chat_only]
@@ -81,8 +92,9 @@ def checks_for(route: str) -> list[Check]:
 def planned_requests(routes: Sequence[str], *, keyword_samples: int = KEYWORD_SAMPLES) -> int:
     """The most requests a probe of ``routes`` sends."""
     baseline = GREEDY_SAMPLES + FREE_SAMPLES
-    chat_like = [r for r in routes if r != RESPONSES and r not in vectors.REQUESTS]
+    chat_like = [r for r in routes if r not in (RESPONSES, MESSAGES) and r not in vectors.REQUESTS]
     native = REQUESTS if RESPONSES in routes else 0
+    native += anthropic.REQUESTS if MESSAGES in routes else 0
     native += sum(vectors.REQUESTS.get(r, 0) for r in routes)
     below = (
         structured.planned(keywords_too=True, native=RESPONSES in routes, samples=keyword_samples)
@@ -118,6 +130,7 @@ class ProbeResult:
     routes: list[RouteResult] = field(default_factory=list)
     requests: int = 0
     responses: ResponsesProbe | None = None  # when /v1/responses was probed
+    messages: MessagesProbe | None = None  # when /v1/messages was probed
     structured: StructuredProbe | None = None  # below the field, when chat was probed
 
     def route(self, path: str) -> RouteResult | None:
@@ -150,14 +163,17 @@ def probe_engine(
 
     gave_up = False
     for path in routes:
-        if path == RESPONSES:
+        if path in NATIVE_PROBES:
+            kind, prober, slot = NATIVE_PROBES[path]
             show(f"{path} native")
             try:
-                result.responses = probe_responses(client, model=model, extra=result.extra)
+                native = prober(client, model=model, extra=result.extra)
             except BudgetSpent as exc:
-                result.responses = ResponsesProbe(False, f"not measured: {exc}")
-            text = result.responses.verdict("text")
+                native = kind(False, f"not measured: {exc}")
+            setattr(result, slot, native)
+            text = native.verdict("text") if path == RESPONSES else None
             if result.structured is not None and text is not None and text.outcome == HONOURED:
+                # Below the field on the engine's own Responses route, where it holds text.
                 show(f"{path} native keywords")
                 probe_native_keywords(
                     client,

@@ -6,6 +6,7 @@ with the verdict, its evidence and the date."""
 
 from __future__ import annotations
 
+from gateway.probe.anthropic import route_lines as messages_route_lines
 from gateway.probe.checks import MODEL, UNKNOWN
 from gateway.probe.fields import PROBED, UNPROBED, Rule
 from gateway.probe.message_rules import messages_rule
@@ -143,6 +144,10 @@ def render_policy(
     if result.responses is not None:
         lines += responses_route_lines(
             result.responses, result.route(CHAT), day, structured=below, anchor=anchor
+        )
+    if result.messages is not None:
+        lines += messages_route_lines(
+            result.messages, result.route(CHAT), day, structured=below, anchor=anchor
         )
     return "\n".join(lines) + "\n"
 

@@ -14,10 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-import orjson
-
 from gateway._types import Headers
-from gateway.errors import UpstreamProtocolError
+from gateway.errors import OPENAI_ERRORS, ErrorShape, UpstreamProtocolError
 from gateway.proxy.engineerrors import normalise_error
 
 _JSON = b"application/json"
@@ -57,14 +55,20 @@ def check_head(status: int, headers: Headers, *, stream: bool) -> bool:
 
 
 def error_answer(
-    status: int, headers: Headers, data: bytes, *, secrets: Sequence[str] = ()
-) -> tuple[Headers, bytes, Any]:
-    """The headers and body the client gets for an engine's error answer (status >= 400)
-    with ``headers`` (those it may get), normalised without ``secrets``, and the inner
-    error it holds."""
+    status: int,
+    headers: Headers,
+    data: bytes,
+    *,
+    secrets: Sequence[str] = (),
+    shape: ErrorShape = OPENAI_ERRORS,
+    request_id: bytes = b"",
+) -> tuple[int, Headers, bytes, Any]:
+    """The status, headers and body the client gets for an engine's error answer
+    (status >= 400) with ``headers`` (those it may get), normalised without ``secrets``
+    and written in the client's API's ``shape``, and the inner error it holds."""
     error = normalise_error(status, data, secrets=secrets)
-    data = orjson.dumps({"error": error})
+    status, data = shape.relayed(status, error, request_id.decode() or None)
     headers = [(n, v) for n, v in headers if n != b"content-type"]
     headers.append((b"content-type", _JSON))
     headers.append((b"content-length", str(len(data)).encode()))
-    return headers, data, error
+    return status, headers, data, error

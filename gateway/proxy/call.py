@@ -11,7 +11,7 @@ the record once it is finished.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, ClassVar
 
 from gateway._types import Headers, Scope, Send
 from gateway.cutoff import Cutoff
@@ -26,7 +26,11 @@ from gateway.upstream.engines import Target
 
 class Call:
     """One request: its responder, its record, its profile, its routing hint, its cutoff,
-    its stream shaper once the answer streams, and its route's own state (``plan``)."""
+    its stream shaper once the answer streams, and its route's own state (``plan``).
+    A route whose clients speak another API makes a subclass with that API's
+    ``responder_type`` (its error shape and headers: gateway/messages/call.py)."""
+
+    responder_type: ClassVar[type[Responder]] = Responder
 
     # Slots, every one set in __init__: a field read at a class default would cost the
     # interpreter a dictionary miss and a class look-up each time.
@@ -61,7 +65,7 @@ class Call:
         named = dict(self.headers)
         self.named = named if len(named) == len(self.headers) else None
         request_id, text, self.engine_id = request_ids(self.headers, self.named)
-        self.responder = Responder(send, request_id)
+        self.responder = self.responder_type(send, request_id)
         self.record = Exchange(scope["method"], scope["path"], route, text)
         self.profile: str | None = None  # the API key's policy profile
         self.hint: Hint = NO_HINT  # what the balancer picks a replica by

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 from typing import NamedTuple
@@ -81,6 +82,9 @@ class ProxyEndpoint:
         # whose the request is, and it waits behind interactive ones.
         self.inprocess = inprocess
         self.upstream_path = route.upstream_path  # (a class attribute: read once, here)
+        self.forward_query = route.forward_query
+        # The route's Call with its name bound: made in C, one look-up per request.
+        self.new_call = functools.partial(route.call_type, route.name)
         self.headers = route.headers  # what crosses each way (the route's table)
         # Restart-only settings (a reload never changes them), read once, here: each
         # read of a pydantic model's attribute costs a slow look-up.
@@ -93,7 +97,7 @@ class ProxyEndpoint:
         state = self.state
         route = self.route
         headers: Headers = scope["headers"]
-        call = Call(route.name, scope, send)
+        call = self.new_call(scope, send)
         record, responder = call.record, call.responder
         tracer = state.tracer
         if tracer is not None:
@@ -234,7 +238,7 @@ class ProxyEndpoint:
         record = call.record
         path: str = self.upstream_path or scope["path"]
         query: bytes = scope.get("query_string", b"")
-        if query:
+        if query and self.forward_query:
             query = engine_query(query)
             if query:
                 path = f"{path}?{query.decode('latin-1')}"

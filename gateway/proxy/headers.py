@@ -2,7 +2,7 @@
 route extends; docs/headers.md shows it row for row (a test holds them equal).
 
 To the engine, a header passes unless the table drops or replaces it, or its name
-is credential-like (``x-api-key``, ``*-token``, ``*-secret``, ...) or of the
+is credential-like (``x-api-key``, Anthropic's key, ``*-token``, ``*-secret``, ...) or of the
 forwarding family (``x-forwarded-*``, ``forwarded``, ``x-real-ip``): the client's
 keys are not the engine's, and the addresses a client claims are not the gateway's
 to vouch for. Hop-by-hop headers (RFC 9110 7.6.1) and whatever ``Connection`` names

@@ -54,22 +54,31 @@ async def reply(call: Call, route: Route, response: UpstreamResponse, limits: Li
     record.first_byte = time.perf_counter()
     if response.status >= 400:
         secrets = known_secrets(call.headers, route.state.engines.engines)
-        headers, data, error = error_answer(response.status, headers, data, secrets=secrets)
+        status, headers, data, error = error_answer(
+            response.status,
+            headers,
+            data,
+            secrets=secrets,
+            shape=responder.errors,
+            request_id=responder.request_id,
+        )
         record.relayed_error(error)
-    else:
-        try:
-            answer = orjson.loads(data)
-        except orjson.JSONDecodeError:
-            raise UpstreamProtocolError("The engine's answer is not valid JSON.") from None
-        if type(answer) is dict:
-            record.usage = route.usage(answer)
-        if record.trace is not None:
-            record.trace.answer(answer)
-        if route.shapes:
-            shaped = await route.answer(call, answer, data, headers)
-            if shaped is not None:
-                headers, data = shaped
-        del answer  # not held while the client reads (an embeddings answer: ~1 MB parsed)
-        headers.append((b"content-length", str(len(data)).encode()))
+        await responder.start(status, headers)
+        await responder.body(data)
+        return
+    try:
+        answer = orjson.loads(data)
+    except orjson.JSONDecodeError:
+        raise UpstreamProtocolError("The engine's answer is not valid JSON.") from None
+    if type(answer) is dict:
+        record.usage = route.usage(answer)
+    if record.trace is not None:
+        record.trace.answer(answer)
+    if route.shapes:
+        shaped = await route.answer(call, answer, data, headers)
+        if shaped is not None:
+            headers, data = shaped
+    del answer  # not held while the client reads (an embeddings answer: ~1 MB parsed)
+    headers.append((b"content-length", str(len(data)).encode()))
     await responder.start(response.status, headers)
     await responder.body(data)

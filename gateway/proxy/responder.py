@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+from typing import ClassVar
+
 from gateway._types import Headers, Send
-from gateway.errors import GatewayError, render
+from gateway.errors import OPENAI_ERRORS, ErrorShape, GatewayError, render
 
 
 class Responder:
-    """Sends one response; remembers whether it started."""
+    """Sends one response; remembers whether it started. ``errors``: the API's error
+    shape (a route whose clients speak another API has a subclass with its own)."""
+
+    errors: ClassVar[ErrorShape] = OPENAI_ERRORS
 
     def __init__(self, send: Send, request_id: bytes) -> None:
         self._send = send
@@ -34,11 +39,12 @@ class Responder:
         await send({"type": "http.response.body", "body": data, "more_body": more})
 
     async def error(self, exc: GatewayError) -> None:
-        payload = render(exc)
+        shape = self.errors
+        payload = render(exc, shape=shape, request_id=self.request_id.decode())
         headers: Headers = [
             (b"content-type", b"application/json"),
             (b"content-length", str(len(payload)).encode()),
         ]
         headers.extend((k.lower().encode(), v.encode()) for k, v in exc.headers.items())
-        await self.start(exc.status, headers)
+        await self.start(shape.status(exc), headers)
         await self.body(payload)

@@ -45,6 +45,12 @@ class Route:
 
     row: ClassVar[RouteRow | None] = None  # None: a pass-through (GET /v1/models)
     upstream_path: ClassVar[str | None] = None  # the engine's path (None: the client's)
+    # The request's own object: a subclass where the clients speak another API (its
+    # error shape, its headers on every answer).
+    call_type: ClassVar[type[Call]] = Call
+    # The client's query string goes to the engine (not where the engine's route is
+    # another API's: a translation's).
+    forward_query: ClassVar[bool] = True
     # Which headers cross each way; a route whose API has headers of its own extends it
     # (DEFAULT_HEADERS.extend(...)), docs/headers.md says how.
     headers: ClassVar[HeaderPolicy] = DEFAULT_HEADERS

@@ -9,7 +9,9 @@ answer's content against its response format (``finish_reason: "stop"``; Respons
 answered without that call; ``parallel_tool_calls: false`` answered with several.
 An answer cut short (``length``, ``content_filter``, an incomplete response) or a
 refusal is not checked: its JSON may be partial, as OpenAI says. Each violation is an
-AnswerViolation naming the path in the client's answer and the keyword.
+AnswerViolation naming the path in the client's answer and the keyword. A Messages
+API answer (``check_message``) is read by its content blocks: its text, each
+``tool_use`` block's input.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from gateway.schemas.validator import first_error, validator
 # A call as the checks read it: its name, its arguments' text, and their paths.
 Call = tuple[Any, Any, str, str]
 _CUT = frozenset({"length", "content_filter"})
+_MESSAGE_CUT = frozenset({"max_tokens", "refusal", "model_context_window_exceeded"})
 
 
 def _violation(
@@ -91,8 +94,37 @@ def check_response(expect: Expectation, response: Any) -> list[AnswerViolation]:
                     return []
                 if part.get("type") == "output_text" and isinstance(part.get("text"), str):
                     texts.append((part["text"], f"output[{index}].content[{at}].text"))
-    text, where = texts[0] if len(texts) == 1 else ("".join(t for t, _ in texts), "output")
-    return _check(expect, text if texts else None, where, calls, "output")
+    text, where = _text_of(texts, "output")
+    return _check(expect, text, where, calls, "output")
+
+
+def check_message(expect: Expectation, message: Any) -> list[AnswerViolation]:
+    """The violations in a whole Messages API answer (its content blocks: the text, each
+    ``tool_use``'s input), at the paths of the client's message (``content[1].input``).
+    An answer cut at max_tokens, or a refusal, is not checked."""
+    if not isinstance(message, dict) or message.get("stop_reason") in _MESSAGE_CUT:
+        return []
+    texts: list[tuple[str, str]] = []
+    calls: list[Call] = []
+    content = message.get("content")
+    for index, block in enumerate(content if isinstance(content, list) else ()):
+        if not isinstance(block, dict):
+            continue
+        where = f"content[{index}]"
+        if block.get("type") == "tool_use":
+            calls.append((block.get("name"), block.get("input"), where + ".name", where + ".input"))
+        elif block.get("type") == "text" and isinstance(block.get("text"), str):
+            texts.append((block["text"], where + ".text"))
+    text, path = _text_of(texts, "content")
+    return _check(expect, text, path, calls, "content")
+
+
+def _text_of(texts: list[tuple[str, str]], whole: str) -> tuple[str | None, str]:
+    """An answer's text and its path: its one part's, or its parts joined at ``whole``
+    (None where it has none)."""
+    if len(texts) == 1:
+        return texts[0]
+    return ("".join(t for t, _ in texts) if texts else None), whole
 
 
 def _check(

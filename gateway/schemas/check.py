@@ -49,7 +49,8 @@ class SchemaCheck:
         """What refuses ``schema`` at ``path`` (``beside``: the object holding it, for its
         ``strict`` and ``name``): each error, and whether it is only reported (None: as
         the field's rule); empty when the schema passes."""
-        function = path.endswith("parameters")
+        # A function's parameters: chat's and Responses', or a Messages tool's input_schema.
+        function = path.endswith(("parameters", "input_schema"))
         name = beside.get("name")
         name = name if isinstance(name, str) else ""
         strict = beside.get("strict") is True and self.rules.strict == "openai"

@@ -12,14 +12,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from gateway.routes import RESPONSES
+from gateway.routes import MESSAGES, RESPONSES
 from gateway.schemas.rules import ANSWER_CHECKS, AnswerChecks
 
 OFF, REPORT, ENFORCE = "off", "report", "enforce"
 # A json_object response format: any JSON object, no schema.
 JSON_OBJECT: Any = {"type": "object"}
 # The request fields an expectation reads (their rules never take the fast walk).
-ASKING = ("response_format", "text", "tools", "tool_choice", "parallel_tool_calls")
+# (output_config and output_format: the Messages API's response format.)
+ASKING = (
+    "response_format",
+    "text",
+    "tools",
+    "tool_choice",
+    "parallel_tool_calls",
+    "output_config",
+    "output_format",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,11 +69,13 @@ class Expectation:
     tools: dict[str, tuple[Any, str]]
     choice: str | None
     single: bool
-    responses: bool  # the answer is a Responses object (else a chat completion)
+    responses: bool  # the answer is a Responses object (else a chat completion, a message)
 
 
 def expectation(answers: Answers, route: str, body: dict[str, Any]) -> Expectation | None:
     """What ``body`` asks of its answer, where a check in ``answers`` looks at it."""
+    if route == MESSAGES:
+        return _messages_expectation(answers, body)
     responses = route == RESPONSES
     schema, where = _format(body, responses) if answers.schema != OFF else (None, "")
     tools: dict[str, tuple[Any, str]] = {}
@@ -115,3 +126,44 @@ def _choice(choice: Any, responses: bool) -> str | None:
         name = named.get("name") if isinstance(named, dict) else None
         return name if isinstance(name, str) else None
     return None
+
+
+def _messages_expectation(answers: Answers, body: dict[str, Any]) -> Expectation | None:
+    """What a Messages API request asks of its answer (answers.py's check_message reads
+    the message): ``output_config.format`` (or the beta's ``output_format``), each custom
+    tool's ``input_schema``, a forced ``tool_choice`` (any: a call; tool: that one) and
+    ``disable_parallel_tool_use``."""
+    schema, where = None, ""
+    if answers.schema != OFF:
+        config = body.get("output_config")
+        fmt, at = (
+            (config.get("format"), "output_config.format")
+            if isinstance(config, dict) and "format" in config
+            else (body.get("output_format"), "output_format")
+        )
+        if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
+            schema = fmt.get("schema")
+            schema = schema if isinstance(schema, (dict, bool)) else JSON_OBJECT
+            where = at + ".schema"
+    tools: dict[str, tuple[Any, str]] = {}
+    listed = body.get("tools")
+    if isinstance(listed, list) and (answers.tool_arguments != OFF or answers.tool_choice != OFF):
+        for index, tool in enumerate(listed):
+            if not isinstance(tool, dict) or tool.get("type", "custom") != "custom":
+                continue
+            if isinstance(tool.get("name"), str):
+                tools[tool["name"]] = (tool.get("input_schema"), f"tools[{index}].input_schema")
+    choice_value = body.get("tool_choice")
+    choice_value = choice_value if isinstance(choice_value, dict) else {}
+    choice = None
+    if answers.tool_choice != OFF:
+        if choice_value.get("type") == "any":
+            choice = "required"
+        elif choice_value.get("type") == "tool" and isinstance(choice_value.get("name"), str):
+            choice = choice_value["name"]
+    single = (
+        answers.parallel_tool_calls != OFF and choice_value.get("disable_parallel_tool_use") is True
+    )
+    if schema is None and not tools and choice is None and not single:
+        return None
+    return Expectation(answers, schema, where, tools, choice, single, False)

@@ -77,9 +77,26 @@ def assert_401(response: httpx.Response) -> None:
         {"Authorization": ALICE},
         {"Authorization": f"Basic {ALICE}"},
         {"Authorization": "Bearer "},
-        {"X-Api-Key": ALICE},
+        {"Api-Key": ALICE},
+        {"X-Api-Key": "sk-wrong"},
+        {"X-Api-Key": ""},
+        {"X-Api-Key": ALICE, "Authorization": f"Bearer {BATCH}"},
+        {"X-Api-Key": ALICE, "Authorization": f"Basic {ALICE}"},
     ],
-    ids=["none", "wrong", "longer", "shorter", "no-scheme", "basic", "empty", "other-header"],
+    ids=[
+        "none",
+        "wrong",
+        "longer",
+        "shorter",
+        "no-scheme",
+        "basic",
+        "empty",
+        "other-header",
+        "wrong-x-api-key",
+        "empty-x-api-key",
+        "two-keys",
+        "x-api-key-and-basic",
+    ],  # fmt: skip
 )
 async def test_missing_or_wrong_key_is_401_and_nothing_goes_upstream(
     client: httpx.AsyncClient, engine: MockEngine, headers: dict[str, str]
@@ -108,6 +125,24 @@ async def test_right_key_passes_and_is_never_forwarded(
     assert json.loads(without_fingerprint(response.content)) == ANSWER
     (sent,) = engine.requests
     assert "authorization" not in sent.headers
+    assert recorder.finished_exchanges[-1].client == "alice"
+
+
+@pytest.mark.anyio
+@pytest.mark.parametrize(
+    "headers",
+    [{"X-Api-Key": ALICE}, {"X-Api-Key": ALICE, "Authorization": f"Bearer {ALICE}"}],
+    ids=["x-api-key", "both-the-same"],
+)
+async def test_x_api_key_is_a_key_like_bearer_and_is_never_forwarded(
+    client: httpx.AsyncClient, engine: MockEngine, recorder: Recorder, headers: dict[str, str]
+) -> None:
+    # Anthropic's header (Claude Code, older Anthropic SDKs); Claude Code's apiKeyHelper
+    # sends the key in both.
+    response = await client.post(CHAT, json=chat(), headers=headers)
+    assert response.status_code == 200
+    (sent,) = engine.requests
+    assert "authorization" not in sent.headers and "x-api-key" not in sent.headers
     assert recorder.finished_exchanges[-1].client == "alice"
 
 

@@ -29,7 +29,9 @@ from tests.support.sdk import sdk
 pytestmark = pytest.mark.anyio
 ENGINE_KEY = "sk-engine-7f3a9c21d4e5b6a8"
 CLIENT_KEY = "sk-client-1b2c3d4e5f6a7b8c"
-SIDE_KEY = "sk-side-0a9b8c7d6e5f4a3b"  # a second client credential, in x-api-key
+# A second client credential, in Azure OpenAI's api-key header (x-api-key is a key the
+# gateway authenticates, Anthropic's: two different keys there are a 401, before any engine).
+SIDE_KEY = "sk-side-0a9b8c7d6e5f4a3b"
 SECRETS = (ENGINE_KEY, CLIENT_KEY, SIDE_KEY)
 
 
@@ -164,7 +166,7 @@ def assert_no_secret(text: str) -> None:
 async def test_an_engine_4xx_repeating_its_key_reaches_the_sdk_without_it(
     engine: FakeEngine, gateway: Gateway, where: str
 ) -> None:
-    headers = {"x-echo": where, "x-api-key": SIDE_KEY}
+    headers = {"x-echo": where, "api-key": SIDE_KEY}
     async with sdk(gateway.url, api_key=CLIENT_KEY, default_headers=headers) as client:
         with pytest.raises(openai.APIStatusError) as caught:
             await client.chat.completions.create(
@@ -183,7 +185,7 @@ async def test_an_engine_4xx_repeating_its_key_reaches_the_sdk_without_it(
 async def test_a_mid_stream_error_event_repeating_the_key_ends_the_stream_without_it(
     gateway: Gateway, where: str
 ) -> None:
-    headers = {"authorization": f"Bearer {CLIENT_KEY}", "x-echo": where, "x-api-key": SIDE_KEY}
+    headers = {"authorization": f"Bearer {CLIENT_KEY}", "x-echo": where, "api-key": SIDE_KEY}
     async with httpx.AsyncClient(base_url=gateway.url, timeout=30) as client:
         response = await client.post(CHAT, json=chat(stream=True), headers=headers)
     assert response.status_code == 200
@@ -191,7 +193,7 @@ async def test_a_mid_stream_error_event_repeating_the_key_ends_the_stream_withou
     error = json.loads(sse_events(response.text)[-2].removeprefix("data: "))["error"]
     assert set(error) == ERROR_KEYS and error["message"]
     # Through the SDK too: the APIError it raises says nothing of the keys.
-    sdk_headers = {"x-echo": where, "x-api-key": SIDE_KEY}
+    sdk_headers = {"x-echo": where, "api-key": SIDE_KEY}
     async with sdk(gateway.url, api_key=CLIENT_KEY, default_headers=sdk_headers) as openai_client:
         stream = await openai_client.chat.completions.create(
             model=MODEL, messages=[{"role": "user", "content": "hi"}], stream=True
@@ -228,10 +230,55 @@ async def test_a_native_responses_error_event_repeating_the_key_reaches_no_clien
 async def test_engine_response_headers_repeating_the_key_reach_no_client(
     gateway: Gateway,
 ) -> None:
-    headers = {"x-echo": "headers", "x-api-key": SIDE_KEY}
+    headers = {"x-echo": "headers", "api-key": SIDE_KEY}
     async with sdk(gateway.url, api_key=CLIENT_KEY, default_headers=headers) as client:
         raw = await client.chat.completions.with_raw_response.create(
             model=MODEL, messages=[{"role": "user", "content": "hi"}]
         )
     assert raw.status_code == 200
     assert_no_secret(str(raw.headers))
+
+
+# Anthropic's Messages API: the client's key in x-api-key, as Claude Code sends it.
+MESSAGES = "/v1/messages"
+ANTHROPIC = {"x-api-key": CLIENT_KEY, "anthropic-version": "2023-06-01"}
+
+
+def _messages_body(*, stream: bool = False) -> dict[str, Any]:
+    body = {"model": MODEL, "max_tokens": 8, "messages": [{"role": "user", "content": "hi"}]}
+    return {**body, "stream": True} if stream else body
+
+
+@pytest.mark.parametrize("where", ["message", "flat", "unprocessable"])
+async def test_a_messages_clients_key_never_reaches_the_engine_nor_comes_back(
+    engine: FakeEngine, gateway: Gateway, where: str
+) -> None:
+    headers = {**ANTHROPIC, "x-echo": where}
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=30) as client:
+        response = await client.post(MESSAGES, json=_messages_body(), headers=headers)
+    assert 400 <= response.status_code < 500
+    assert_no_secret(response.text)
+    assert_no_secret(str(response.headers))
+    body = response.json()
+    assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
+    assert body["error"]["message"] and body["request_id"] == response.headers["request-id"]
+    seen = engine.requests[-1]
+    assert seen.header(b"x-api-key") is None and seen.header(b"anthropic-version") is not None
+    assert seen.header(b"authorization") == f"Bearer {ENGINE_KEY}".encode()
+
+
+@pytest.mark.parametrize("where", ["event", "errorline"])
+async def test_a_messages_streams_engine_error_is_anthropics_error_event_without_a_key(
+    gateway: Gateway, where: str
+) -> None:
+    headers = {**ANTHROPIC, "x-echo": where}
+    async with httpx.AsyncClient(base_url=gateway.url, timeout=30) as client:
+        response = await client.post(MESSAGES, json=_messages_body(stream=True), headers=headers)
+    assert response.status_code == 200
+    assert_no_secret(response.text)
+    last = sse_events(response.text)[-1]
+    name, data = last.split("\n", 1)
+    assert name == "event: error"
+    error = json.loads(data.removeprefix("data: "))
+    assert error["type"] == "error" and set(error["error"]) == {"type", "message"}
+    assert error["error"]["message"]

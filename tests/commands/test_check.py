@@ -137,7 +137,7 @@ def test_no_arguments_checks_the_config_and_its_policy(
     assert len(lines) == 1
     assert lines[0].startswith(
         "ok: config.yaml (upstream http://127.0.0.1:8000, policy policies/ft-serve.yaml); "
-        "policies/ft-serve.yaml (8 routes, "
+        "policies/ft-serve.yaml (10 routes, "
     )
 
 
@@ -234,7 +234,8 @@ HEAD = "routes:\n  /v1/chat/completions:\n    fields:\n      model: {action: pas
             [
                 ":2: routes./v1/chat/completion: Input should be '/v1/chat/completions', "
                 "'/v1/completions', '/v1/embeddings', '/v1/responses', '/v1/rerank', '/rerank', "
-                "'/tokenize' or '/detokenize', got \"/v1/chat/completion\" (did you mean "
+                "'/tokenize', '/detokenize', '/v1/messages' or '/v1/messages/count_tokens', got "
+                '"/v1/chat/completion" (did you mean '
                 "'/v1/chat/completions'?)"
             ],
         ),

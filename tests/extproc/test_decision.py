@@ -343,3 +343,71 @@ async def test_a_clients_own_routing_headers_never_reach_envoys_routes(
     )
     removed = passed.request_headers.response.header_mutation.remove_headers
     assert set(removed) == {"x-ft-gateway-model", "x-ft-gateway-deployment"}
+
+
+# Anthropic's Messages API: translated by serve (refused here by name), native policed.
+MESSAGES_BODY: dict[str, Any] = {
+    "model": "m",
+    "max_tokens": 8,
+    "messages": [{"role": "user", "content": "hi"}],
+}
+ANTHROPIC = {**JSON, "anthropic-version": "2023-06-01", "x-request-id": "req-1"}
+
+
+def _anthropic_error(answer: Any) -> tuple[int, dict[str, Any], dict[str, bytes]]:
+    status, body = _error(answer)
+    headers = {
+        h.header.key: h.header.raw_value for h in answer.immediate_response.headers.set_headers
+    }
+    return status, body, headers
+
+
+@pytest.mark.parametrize(
+    "path", ["/v1/messages", "/v1/messages?beta=true", "/v1/messages/count_tokens"]
+)
+async def test_the_translated_messages_api_is_refused_by_name_in_anthropics_shape(
+    processor: Processor, path: str
+) -> None:
+    (answer,) = await processor.process(header_message(path, headers=ANTHROPIC))
+    status, error, headers = _anthropic_error(answer)
+    assert status == 400
+    assert error["type"] == "error" and error["error"]["type"] == "invalid_request_error"
+    assert "Messages API" in error["error"]["message"]
+    assert "upstream.messages: native" in error["error"]["message"]
+    assert headers["request-id"] == b"req-1" and error["request_id"] == "req-1"
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("POST", "/v1/messages/batches"), ("GET", "/v1/messages/batches/msgbatch_1/results")],
+)
+async def test_the_message_batches_api_is_anthropics_404_naming_it(
+    tmp_path: Path, method: str, path: str
+) -> None:
+    processor = Processor(_settings(tmp_path, "upstream: {messages: native}\n"))
+    (answer,) = await processor.process(header_message(path, method=method, headers=ANTHROPIC))
+    status, error, _ = _anthropic_error(answer)
+    assert (status, error["error"]["type"]) == (404, "not_found_error")
+    assert "Message Batches API" in error["error"]["message"]
+
+
+async def test_native_messages_are_policed_and_refused_in_anthropics_shape(
+    tmp_path: Path,
+) -> None:
+    processor = Processor(_settings(tmp_path, "upstream: {messages: native}\n"))
+    answers = await processor.process(
+        header_message("/v1/messages", headers=ANTHROPIC), body_message(MESSAGES_BODY)
+    )
+    assert answers[1].WhichOneof("response") == "request_body"
+    assert not answers[1].request_body.response.HasField("body_mutation")
+    tools = [{"name": "get_weather", "input_schema": {"type": "object"}}]
+    answers = await processor.process(
+        header_message("/v1/messages", headers=ANTHROPIC),
+        body_message({**MESSAGES_BODY, "tools": tools}),
+    )
+    status, error, headers = _anthropic_error(answers[1])
+    assert (status, error["error"]["type"]) == (400, "invalid_request_error")
+    assert error["error"]["message"].startswith("tools: ")
+    assert headers["request-id"] == b"req-1"
+    record = processor.records[-1]
+    assert (record.route, record.status, record.verdict) == ("/v1/messages", 400, "rejected")

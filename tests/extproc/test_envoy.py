@@ -8,6 +8,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import anthropic
 import httpx
 import openai
 import orjson
@@ -128,6 +129,23 @@ def test_a_body_past_the_gateways_limit_is_its_413(envoy: Envoy, engine: FakeEng
     )
     assert answer.status_code == 413
     assert answer.json()["error"]["code"] == "request_too_large"
+    assert _marked(engine, mark) == []
+
+
+def test_the_translated_messages_api_is_anthropics_400_through_envoy(
+    envoy: Envoy, engine: FakeEngine
+) -> None:
+    # Translate mode (the default): only serve can translate the answer, so the processor
+    # refuses by name, in the shape the Anthropic SDK reads, before Envoy asks the engine.
+    mark = uuid.uuid4().hex
+    client = anthropic.Anthropic(base_url=envoy.url, api_key="unused", max_retries=0, timeout=60)
+    with pytest.raises(anthropic.BadRequestError) as caught:
+        client.messages.create(model="m", max_tokens=8, messages=_messages(mark))
+    error = caught.value
+    assert error.status_code == 400 and error.request_id
+    body: Any = error.body
+    assert body["type"] == "error" and body["error"]["type"] == "invalid_request_error"
+    assert "upstream.messages: native" in body["error"]["message"]
     assert _marked(engine, mark) == []
 
 

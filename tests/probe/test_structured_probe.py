@@ -22,6 +22,7 @@ from gateway.probe.runner import ProbeResult, planned_requests, probe_engine
 from gateway.probe.structured import StructuredProbe
 from gateway.probe.verdict import HONOURED, IGNORED, INCONCLUSIVE, REJECTED, Verdict
 from gateway.probe.writer import render_policy
+from gateway.routes import MESSAGES
 from refengine import create_app as create_engine
 from refengine.structured.options import StructuredOptions
 from refengine.structured.schema import SchemaRules
@@ -34,8 +35,9 @@ NOT_HONOURED = {"propertyNames": IGNORED, "patternProperties": REJECTED}
 
 
 def _probe(options: StructuredOptions) -> ProbeResult:
-    # /v1/responses too: the reference engine has none, so its rules follow chat's.
-    routes = [CHAT, RESPONSES]
+    # /v1/responses and /v1/messages too: the reference engine has neither, so their
+    # rules follow chat's.
+    routes = [CHAT, RESPONSES, MESSAGES]
     with ServerThread(create_engine(structured=options)) as engine:
         budget = planned_requests(routes)
         with EngineClient(engine.url, timeout=30, max_requests=budget) as client:
@@ -116,6 +118,22 @@ def _responses_tool_body(parameters: Any) -> dict[str, Any]:
     return {"model": MODEL, "input": "Look it up.", "tools": [tool]}
 
 
+def _messages_format_body(schema: Any) -> dict[str, Any]:
+    config = {"format": {"type": "json_schema", "schema": schema}}
+    return {**_MESSAGES_BODY, "output_config": config}
+
+
+def _messages_tool_body(schema: Any) -> dict[str, Any]:
+    return {**_MESSAGES_BODY, "tools": [{"name": "lookup", "input_schema": schema}]}
+
+
+_MESSAGES_BODY: Any = {
+    "model": MODEL,
+    "max_tokens": 64,
+    "messages": [{"role": "user", "content": "Look it up."}],
+}
+
+
 @pytest.mark.parametrize(
     ("route", "body", "where"),
     [
@@ -123,6 +141,8 @@ def _responses_tool_body(parameters: Any) -> dict[str, Any]:
         (CHAT, _tool_body, "tools[0].function.parameters"),
         (RESPONSES, _text_body, "text.format.schema"),
         (RESPONSES, _responses_tool_body, "tools[0].parameters"),
+        (MESSAGES, _messages_format_body, "output_config.format.schema"),
+        (MESSAGES, _messages_tool_body, "tools[0].input_schema"),
     ],
 )
 def test_the_written_policy_refuses_the_dropped_keyword_at_its_path(
@@ -151,6 +171,46 @@ def test_the_written_policy_passes_tools_and_checks_answers(
     text = render_policy(result)
     assert "answers: {schema: enforce, tool_arguments: enforce" in text
     assert "&engine-schema" in text and "*engine-schema" in text
+    # The Messages API, translated: its tool choices, a tool exchange, answers checked.
+    compiled = policy.route(MESSAGES)
+    assert compiled is not None and compiled.answers is not None
+    choices: list[dict[str, Any]] = [
+        {"type": "auto"},
+        {"type": "any"},
+        {"type": "tool", "name": "lookup"},
+    ]
+    for kind in choices:
+        body = _messages_tool_body(_person()) | {
+            "tool_choice": {**kind, "disable_parallel_tool_use": True}
+        }
+        decision = apply_policy(policy, MESSAGES, body)
+        assert decision.error is None, (kind, decision.error)
+    # A tool exchange follows chat's verdict on tool messages (what tool_result becomes).
+    use = {"type": "tool_use", "id": "toolu_1", "name": "lookup", "input": {"name": "Ada"}}
+    result_block = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "42"}
+    exchange = [
+        *_MESSAGES_BODY["messages"],
+        {"role": "assistant", "content": [use]},
+        {"role": "user", "content": [result_block]},
+    ]
+    chat = result.route(CHAT)
+    held = chat.verdict("tool message") if chat is not None else None
+    decision = apply_policy(
+        policy, MESSAGES, _messages_tool_body(_person()) | {"messages": exchange}
+    )
+    if held is not None and held.outcome == HONOURED:
+        assert decision.error is None, decision.error
+    else:
+        assert decision.error is not None
+        assert decision.error.param == "messages[1].content[0].type"
+        assert "tool messages" in decision.error.message
+    refused = apply_policy(
+        policy,
+        MESSAGES,
+        _messages_tool_body(_person())
+        | {"tools": [{"type": "web_search_20250305", "name": "web_search"}]},
+    )
+    assert refused.error is not None and refused.error.param == "tools[0].type"
 
 
 def test_tool_choice_defects_are_found_and_refused() -> None:

@@ -27,6 +27,10 @@ from gateway.probe.report import KEYWORDS, NATIVE_KEYWORDS, TOOLS
 
 ROUTES = ("/v1/chat/completions", "/v1/completions")
 RESPONSES = "/v1/responses"
+MESSAGES = "/v1/messages"
+COUNT_TOKENS = "/v1/messages/count_tokens"
+# Routes the probe reports as a summary line and ``- **field**: verdict`` bullets.
+_NATIVE = (RESPONSES, MESSAGES)
 EMBEDDINGS = "/v1/embeddings"
 UNMEASURED = "not measured"
 _ROW = re.compile(
@@ -48,6 +52,7 @@ class Report:
 
     routes: dict[str, list[Row]] = field(default_factory=dict)
     responses_line: str = ""
+    messages_line: str = ""
 
     def verdict(self, route: str, name: str) -> Row | None:
         return next((r for r in self.routes.get(route, []) if r.field == name), None)
@@ -66,12 +71,14 @@ def parse_report(text: str) -> Report:
             continue
         if route is None:
             continue
-        row = _ROW.match(line) if route != RESPONSES else _BULLET.match(line)
+        row = _ROW.match(line) if route not in _NATIVE else _BULLET.match(line)
         if row is not None:
             evidence = row["evidence"].replace("\\|", "|")
             report.routes[route].append(Row(row["field"], row["verdict"], evidence))
         elif route == RESPONSES and line.startswith(RESPONSES + ":"):
             report.responses_line = line
+        elif route == MESSAGES and line.startswith(MESSAGES + ":"):
+            report.messages_line = line
     return report
 
 
@@ -172,6 +179,14 @@ def policy_does(policy: dict[str, Any], route: str, name: str) -> str:
         return f"only {names} (another: 400)"
     if route == EMBEDDINGS and name in ("input", "token_ids"):
         return _embeddings_input(fields.get("input"), name)
+    if route == MESSAGES and name == "count_tokens":
+        declared = COUNT_TOKENS in policy.get("routes", {})
+        return f"`{COUNT_TOKENS}` " + ("declared" if declared else "left out of the policy")
+    if route == MESSAGES and name == "thinking":
+        thinking = fields.get("thinking")
+        kinds = ["enabled", "adaptive", "disabled"]
+        refused = [k for k in kinds if (_select(thinking, k) or {}).get("action") == "reject"]
+        return f"400 for `{'`, `'.join(refused)}`" if refused else _describe(thinking)
     messages = fields.get("messages")
     if name == "(unknown role)":
         return _describe(_select(messages, None))
@@ -202,6 +217,10 @@ class Measured:
     @property
     def responses_native(self) -> bool:
         return self.report.responses_line.startswith(RESPONSES + ": served natively")
+
+    @property
+    def messages_native(self) -> bool:
+        return self.report.messages_line.startswith(MESSAGES + ": served natively")
 
 
 def load(out_dir: Path) -> list[Measured]:
@@ -296,18 +315,21 @@ def render(runs: list[Measured]) -> str:
         "gateway: by default each new request interrupts the stream in progress, so of `n`",
         "streamed by fan-out all but one end after their first chunk.",
         "",
-        "| engine | version | model | model sha256 | `/v1/responses` |",
-        "|---|---|---|---|---|",
+        "| engine | version | model | model sha256 | `/v1/responses` | `/v1/messages` |",
+        "|---|---|---|---|---|---|",
     ]
     for run in runs:
-        mode = "native (served by the engine)" if run.responses_native else "translate (not served)"
+        modes = [
+            "native (served by the engine)" if native else "translate (not served)"
+            for native in (run.responses_native, run.messages_native)
+        ]
         lines.append(
             f"| {run.engine} | {_cell(run.version)} | {_cell(run.model)} "
-            f"| `{run.model_sha256}` | {mode} |"
+            f"| `{run.model_sha256}` | {modes[0]} | {modes[1]} |"
         )
     lines.append("")
     differing: list[str] = []
-    for route in (*ROUTES, RESPONSES, EMBEDDINGS, TOOLS, KEYWORDS, NATIVE_KEYWORDS):
+    for route in (*ROUTES, RESPONSES, MESSAGES, EMBEDDINGS, TOOLS, KEYWORDS, NATIVE_KEYWORDS):
         names = _fields(runs, route)
         if not names:
             continue
@@ -339,6 +361,8 @@ def render(runs: list[Measured]) -> str:
     lines += [""]
     for run in runs:
         lines += [f"## {run.engine}: the evidence", "", f"{run.report.responses_line}", ""]
+        if run.report.messages_line:
+            lines += [run.report.messages_line, ""]
         lines += ["<details><summary>Each verdict's evidence</summary>", ""]
         for route, rows in run.report.routes.items():
             for row in rows:

@@ -44,13 +44,18 @@ class Probed:
         return None if rule is None else str(rule.get("action", "pass"))
 
     @property
+    def messages_native(self) -> bool:
+        """Whether the probe found the engine serving /v1/messages itself."""
+        return "/v1/messages: served natively" in self.output
+
+    @property
     def responses_native(self) -> bool:
         """Whether the probe found the engine serving /v1/responses itself."""
         return "/v1/responses: served natively" in self.output
 
 
 def probe(served: Running, out_dir: Path, route: str = "all") -> Probed:
-    """Probe ``served`` on ``route`` (``all``: chat, completions, responses), writing
+    """Probe ``served`` on ``route`` (``all``: chat, completions, responses, messages), writing
     ``<engine>.report.md``, ``.policy.yaml``, ``.probe.txt`` (what it printed) and ``.json``
     (the engine, its version, the model); for another route ``<engine>.<route>.report.md``
     and so on, beside them."""
