@@ -48,7 +48,8 @@ PROMPT = "Answer in JSON, following the schema."
 SEED = 4100  # sample i is sent with seed SEED + i
 CONTROL_SEED = 4600  # control i with CONTROL_SEED + i: not the samples' draws again
 
-# A case's context, as the policy's keyword rules narrow a verdict (so-contract 2).
+# A case's context, as the policy's keyword rules narrow a verdict
+# (docs/structured-outputs.md, "A keyword's verdict").
 TYPES, BESIDE, WITHOUT, VALUES = "types", "beside", "without", "values"
 FORMATS = ("date-time", "date", "time", "duration", "email", "hostname", "ipv4", "ipv6", "uuid")
 

@@ -1,4 +1,4 @@
-"""The rules the probe below the field calls for (the policy format: so-contract.md,
+"""The rules the probe below the field calls for (the policy format:
 docs/structured-outputs.md): each JSON-Schema keyword passed or refused as measured
 (``json_schema.keywords``, narrowed by type, sibling, absence or value), written once
 under an anchor and repeated wherever a schema stands; ``response_format``, ``tools``,
