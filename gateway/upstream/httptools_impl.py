@@ -20,6 +20,13 @@ or ``limits.max_response_headers`` is refused as it arrives; a byte after the
 answer's end (a second answer, or the start of one) closes the connection, as
 does an answer not read to its end. Only then can no request be handed bytes
 that belong to another's answer.
+
+An engine may close a kept-alive connection just as a request goes out on it
+(llama.cpp's server closes one after each stream, though its head said
+keep-alive): a request whose reused connection closes before a byte of its
+answer came is sent again on another connection, as HTTP clients do with an
+idle connection the server closed (RFC 9112, section 9.3.1); the engine answered
+nothing, so nothing reached the client. A new connection's close is the 502.
 """
 
 from __future__ import annotations
@@ -59,6 +66,10 @@ _NO_HEAD = -1
 
 class _Stop(Exception):
     """Raised in a parser callback to stop the parser: the connection is failed."""
+
+
+class _Unanswered(UpstreamProtocolError):
+    """The engine closed the connection before a byte of the answer came."""
 
 
 class _Connection(asyncio.Protocol):
@@ -136,7 +147,13 @@ class _Connection(asyncio.Protocol):
             exchange.ended = True  # a body delimited by the end of the connection
             exchange.wake()
             return
-        self._fail(UpstreamProtocolError("The engine closed the connection unexpectedly."))
+        # No byte of the answer yet: the head's room is untouched.
+        unanswered = not exchange.head_done and self._room == self._max_head_bytes
+        self._fail(
+            (_Unanswered if unanswered else UpstreamProtocolError)(
+                "The engine closed the connection unexpectedly."
+            )
+        )
 
     # httptools callbacks
 
@@ -421,9 +438,14 @@ class HttptoolsUpstream:
             if not exchange.encoded:
                 return PooledResponse(self, connection, exchange, deadline=deadline)
             return encoded_response(self, connection, exchange, deadline=deadline)
-        except BaseException:
+        except BaseException as exc:
             connection.close()
             self.release(None)
+            if isinstance(exc, _Unanswered) and connection.idle_since:
+                # A kept-alive connection the engine closed as the request went out:
+                # again, on another (each such one is closed, so this ends; a new
+                # connection's close is the answer).
+                return await self.request(method, path, headers=headers, body=body, hint=hint)
             raise
 
     async def aclose(self) -> None:

@@ -1,5 +1,6 @@
 """What a broken or hostile engine's framing can do to the gateway: an interim (1xx)
-head before the answer, more than one answer to one request, a status outside HTTP's.
+head before the answer, more than one answer to one request, a status outside HTTP's, a
+kept-alive connection closed as a request goes out on it.
 None of it may hand one client's answer to another, nor go unanswered.
 
 Over every upstream client, against the raw-socket engine of tests/support (engine.py,
@@ -18,11 +19,18 @@ import pytest
 
 from gateway.settings import Settings
 from tests.support.bodies import CHAT, chat, openai_error
-from tests.support.engine import JSON, FakeEngine, http_response
+from tests.support.engine import JSON, FakeEngine, http_response, sends
 from tests.support.faults import DEADLINE, fault_settings
 from tests.support.gateways import Gateway
 from tests.support.polling import until
-from tests.support.rawengine import answers_own, interim_first, status, surplus_first
+from tests.support.rawengine import (
+    answers_own,
+    asked,
+    closes_kept_alive,
+    interim_first,
+    status,
+    surplus_first,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -120,3 +128,36 @@ async def test_a_status_outside_http_gets_a_defined_502(
     openai_error(response, 502, code="upstream_protocol_error")
     openai_error(streamed, 502, code="upstream_protocol_error")
     assert content(after) == "bob"
+
+
+async def test_a_kept_alive_connection_closed_unanswered_sends_the_request_again(
+    fake_engine: FakeEngine, gateway: Gateway, upstream_client: str
+) -> None:
+    fake_engine.handler = closes_kept_alive(fake_engine)
+    with anyio.fail_after(DEADLINE):
+        async with httpx.AsyncClient(base_url=gateway.url, timeout=DEADLINE) as client:
+            one = await client.post(CHAT, json=asking("alice"))
+            two = await client.post(CHAT, json=asking("bob"))
+    assert content(one) == "alice"
+    bobs = [r.connection.id for r in fake_engine.requests if asked(r) == "bob"]
+    if upstream_client == "httptools":
+        # Sent on alice's kept connection, closed unanswered there, sent again on a new one.
+        assert content(two) == "bob"
+        assert len(bobs) == 2 and bobs[0] != bobs[1]
+    else:
+        # httpx and aiohttp send a POST once (docs/reliability.md says so).
+        assert content(two) == "502 upstream_protocol_error" and len(bobs) == 1
+
+
+async def test_a_new_connection_closed_unanswered_is_a_502_sent_once(
+    fake_engine: FakeEngine, gateway: Gateway
+) -> None:
+    fake_engine.handler = sends(b"", then_hang_up=True)
+    with anyio.fail_after(DEADLINE):
+        async with httpx.AsyncClient(base_url=gateway.url, timeout=DEADLINE) as client:
+            response = await client.post(CHAT, json=asking("alice"))
+    openai_error(response, 502, code="upstream_protocol_error")
+    # Sent again only where it went out on a kept connection (the one that brought the
+    # engine's model list, gateway/fleet/served.py), never again on a new one.
+    connections = [r.connection.id for r in fake_engine.requests]
+    assert 1 <= len(connections) <= 2 and len(set(connections)) == len(connections)

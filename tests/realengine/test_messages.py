@@ -11,6 +11,7 @@ from collections.abc import Iterator
 
 import anthropic
 import pytest
+import yaml
 from anthropic.types import TextBlock
 
 from tests.realengine.engines import LLAMA_SERVER, MODEL_NAME, Running
@@ -62,11 +63,26 @@ def test_translated(translated: anthropic.Anthropic) -> None:
     check_answers(translated)
 
 
-def test_a_stop_sequence_is_matched_and_named_translated(translated: anthropic.Anthropic) -> None:
-    check_stop_sequence(translated)
+def test_a_stop_sequence_is_matched_and_named_translated(
+    translated: anthropic.Anthropic, probed: Probed
+) -> None:
+    check_stop_sequence(translated, probed)
 
 
-def check_stop_sequence(client: anthropic.Anthropic) -> None:
+def check_stop_sequence(client: anthropic.Anthropic, probed: Probed) -> None:
+    """A matched stop sequence is named (``stop_reason: stop_sequence``); where the probe
+    could not verify ``stop_sequences`` (the model's answer too short to cut, on a loaded
+    machine) and the policy it wrote refuses it, the client is told so, naming it."""
+    written = yaml.safe_load(probed.policy.read_text())
+    rule = written["routes"]["/v1/messages"]["fields"].get("stop_sequences", {})
+    if rule.get("action") == "reject":
+        with pytest.raises(anthropic.BadRequestError) as refused:
+            client.messages.create(
+                model=MODEL_NAME, max_tokens=24, messages=ASK, stop_sequences=["the"]
+            )
+        assert refused.value.api_message is not None
+        assert refused.value.api_message.startswith("stop_sequences: ")
+        return
     free = client.messages.create(
         model=MODEL_NAME, max_tokens=24, messages=ASK, extra_body={"temperature": 0}
     )
@@ -99,7 +115,7 @@ def test_native_where_the_probe_found_the_route(
         return
     check_answers(native)
     # llama.cpp's server says end_turn beside the stop sequence that matched: mended.
-    check_stop_sequence(native)
+    check_stop_sequence(native, probed)
     # It accepts thinking and ignores it (measured): the probe's policy refuses it.
     with pytest.raises(anthropic.BadRequestError) as refused:
         native.messages.create(

@@ -105,6 +105,22 @@ def surplus_first(answer: bytes, cut: int) -> Handler:
     return first_then_own(first)
 
 
+def closes_kept_alive(engine: FakeEngine) -> Handler:
+    """A handler: the first request on each connection gets its own answer; a later one
+    on the same connection finds it closed, not a byte written (llama.cpp's server closes
+    a connection after a stream although its head said keep-alive: a request sent on it
+    as the close comes meets this)."""
+
+    async def handler(request: Seen, wire: Wire) -> None:
+        on_this = [r for r in engine.requests if r.connection is request.connection]
+        if on_this[0] is request:
+            await answers_own(request, wire)
+        else:
+            wire.hang_up()
+
+    return handler
+
+
 def header_flood(*, line: bytes, total: int, first: bytes = b"") -> Handler:
     """A handler: a status line and ``first``, then ``line`` again and again (up to
     ``total`` bytes) and never the blank line that ends the head. ``Seen.sent`` counts
