@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from gateway.messages.native import anthropic_usage
+from gateway.probe.checks import stop_word
 from gateway.probe.client import Answer, EngineClient
 from gateway.probe.fields import PROBED, Rule
 from gateway.probe.messages import SYSTEM_ROLE, TOOL_MESSAGE
@@ -39,6 +40,7 @@ from gateway.probe.verdict import (
     INCONCLUSIVE,
     REFUSED_BECAUSE,
     Verdict,
+    quote,
     verdict_line,
 )
 from gateway.probe.yamltext import comment, entry_lines, flow
@@ -86,16 +88,15 @@ def _judged(name: str, answer: Answer, honoured: bool, what: str) -> Verdict:
 
 
 def _stop_verdict(client: EngineClient, base: dict[str, Any], text: str) -> Verdict:
-    # A word of letters: a small model's text may hold its template's markers
-    # (<|im_end|>), which engines treat as no ordinary stop string.
-    words = [w for w in text.split() if w.isalpha()]
-    if len(words) < 3:
-        return Verdict("stop_sequences", INCONCLUSIVE, "the plain answer was too short to pick one")
-    stop = words[len(words) // 2]
+    # A word of letters past the text's first third, as the chat probe picks its stop
+    # (a small model's Markdown holds few words that are letters alone: "**Python**").
+    found = stop_word(text)
+    if found is None:
+        return Verdict("stop_sequences", INCONCLUSIVE, f"no word to stop at in {quote(text)}")
+    stop, said = found
     answer = client.post(MESSAGES, base | {"stop_sequences": [stop], "temperature": 0})
     body = answer.body if isinstance(answer.body, dict) else {}
-    said = text.find(stop)
-    cut = _text(answer) == text[:said] if said >= 0 else False
+    cut = _text(answer) == text[:said]
     told = body.get("stop_sequence") == stop
     reason = body.get("stop_reason")
     if cut and told and reason == "end_turn":

@@ -55,8 +55,9 @@ def test_an_engine_without_the_route_gets_translate_rules_from_the_chat_verdicts
     assert "## /v1/messages" in render_markdown(result)
 
 
-def native_engine(*, llama: bool = False) -> Any:
-    """An engine serving /v1/messages: honest, or with llama.cpp's server's deviations."""
+def native_engine(*, llama: bool = False, words: list[str] = WORDS) -> Any:
+    """An engine serving /v1/messages: honest, or with llama.cpp's server's deviations;
+    its answers are ``words``, as many as max_tokens allows."""
 
     def handler(request: httpx.Request) -> httpx.Response:
         body = json.loads(request.content)
@@ -64,10 +65,10 @@ def native_engine(*, llama: bool = False) -> Any:
             return httpx.Response(200, json={"input_tokens": 7})
         if request.url.path != MESSAGES:
             return httpx.Response(404)
-        words = WORDS[: body.get("max_tokens", 16)]
+        said = words[: body.get("max_tokens", 16)]
         stop = (body.get("stop_sequences") or [None])[0]
-        text = " ".join(words)
-        reason = "max_tokens" if len(words) < len(WORDS) else "end_turn"
+        text = " ".join(said)
+        reason = "max_tokens" if len(said) < len(words) else "end_turn"
         matched = None
         if stop is not None and stop in text:
             text, matched = text[: text.index(stop)], stop
@@ -84,7 +85,7 @@ def native_engine(*, llama: bool = False) -> Any:
             "stop_reason": reason,
             "stop_sequence": matched,
             # llama.cpp's server counts the cached prompt apart, as Anthropic does.
-            "usage": {"input_tokens": 3, "cache_read_input_tokens": 4, "output_tokens": len(words)},
+            "usage": {"input_tokens": 3, "cache_read_input_tokens": 4, "output_tokens": len(said)},
         }
         if body.get("stream"):
             events: list[dict[str, Any]] = [
@@ -103,8 +104,8 @@ def native_engine(*, llama: bool = False) -> Any:
     return handler
 
 
-def probed(llama: bool) -> Any:
-    transport = httpx.MockTransport(native_engine(llama=llama))
+def probed(llama: bool, words: list[str] = WORDS) -> Any:
+    transport = httpx.MockTransport(native_engine(llama=llama, words=words))
     with EngineClient("http://native", transport=transport) as client:
         result = probe_engine(
             client, upstream="http://native", model="m", routes=[MESSAGES], today=DAY
@@ -154,6 +155,15 @@ def test_llama_cpps_deviations_are_refused_or_left_to_the_mend() -> None:
     assert error is not None and error.param == "thinking.type"
     assert apply_policy(policy, MESSAGES, {**OK, "thinking": {"type": "disabled"}}).error is None
     assert apply_policy(policy, MESSAGES, {**OK, "stop_sequences": ["x"]}).error is None
+
+
+def test_a_stop_sequence_is_found_in_a_small_models_markdown() -> None:
+    # Gemma 3 270M's answers on llama.cpp's server: few words of letters alone.
+    markdown = ["**Python**", "lists", "(`list`):", "ordered,", "mutable;", "e.g.", "`[1,", "2]`."]
+    found = probed(llama=True, words=markdown).messages
+    assert found is not None
+    stop = found.verdict("stop_sequences")
+    assert stop is not None and stop.outcome == HONOURED, stop
 
 
 def test_an_engine_that_refuses_count_tokens_leaves_the_route_out() -> None:
