@@ -15,14 +15,18 @@ import asyncio
 import contextlib
 import math
 import socket
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
+import httptools
 import uvicorn
+from uvicorn.protocols.http.flow_control import service_unavailable
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 from gateway.drain import Drain
 from gateway.observe.logs import setup_logging
+from gateway.serving.cycle import Cycle
 from gateway.settings import Settings
 
 
@@ -106,6 +110,7 @@ class _GuardedHttpToolsProtocol(HttpToolsProtocol):
         self._lingered = 0
         self._raw: asyncio.Transport | None = None
         self._last_request = False
+        self._asgi = {"version": self.asgi_version, "spec_version": "2.3"}
 
     def _arm(self) -> None:
         self._in_head = True
@@ -164,32 +169,95 @@ class _GuardedHttpToolsProtocol(HttpToolsProtocol):
             self.transport.release()
         self._raw = None
 
+    # The parser's callbacks, one Python call each (uvicorn's own, with the head's
+    # count, made two or three): they run for every header of every request.
     def on_message_begin(self) -> None:
-        super().on_message_begin()
+        self.url = b""
+        self.expect_100_continue = False
+        self.headers = []
+        scope: Any = {
+            "type": "http",
+            "asgi": self._asgi,
+            "http_version": "1.1",
+            "server": self.server,
+            "client": self.client,
+            "scheme": self.scheme,
+            "root_path": self.root_path,
+            "headers": self.headers,
+            "state": self.app_state.copy(),
+        }
+        self.scope = scope
         self._arm()
         self._head_begun = True
         self._parsed_bytes = 0
 
-    def _count(self, size: int) -> None:
-        self._parsed_bytes += size
-        if self._parsed_bytes > self.max_head_bytes:
-            self._head_too_large = True
-            raise _HeadTooLarge  # the parser stops; uvicorn calls send_400_response
+    def _too_large(self) -> None:
+        self._head_too_large = True
+        raise _HeadTooLarge  # the parser stops; uvicorn calls send_400_response
 
     def on_url(self, url: bytes) -> None:
-        self._count(len(url))
-        super().on_url(url)
+        self._parsed_bytes += len(url)
+        if self._parsed_bytes > self.max_head_bytes:
+            self._too_large()
+        self.url += url
 
     def on_header(self, name: bytes, value: bytes) -> None:
-        self._count(len(name) + len(value) + 4)
-        super().on_header(name, value)
+        self._parsed_bytes += len(name) + len(value) + 4
+        if self._parsed_bytes > self.max_head_bytes:
+            self._too_large()
+        name = name.lower()
+        # llhttp keeps a value's trailing whitespace, which is not part of it (RFC 9110 5.5).
+        value = value.rstrip(b" \t")
+        if name == b"expect" and value.lower() == b"100-continue":
+            self.expect_100_continue = True
+        self.headers.append((name, value))
 
     def on_headers_complete(self) -> None:
         self._disarm()
         self.body_pending = True
-        super().on_headers_complete()
-        if self._last_request and self.cycle is not None:
-            self.cycle.keep_alive = False
+        parser = self.parser
+        if parser.should_upgrade():
+            super().on_headers_complete()  # uvicorn's own way with an upgrade
+            if self._last_request and self.cycle is not None:
+                self.cycle.keep_alive = False
+            return
+        scope: Any = self.scope
+        scope["method"] = parser.get_method().decode("ascii")
+        version = parser.get_http_version()
+        if version != "1.1":
+            scope["http_version"] = version
+        url = httptools.parse_url(self.url)
+        raw_path = url.path
+        path = raw_path.decode("ascii")
+        if "%" in path:
+            path = urllib.parse.unquote(path)
+        root = self.root_path
+        scope["path"] = root + path
+        scope["raw_path"] = root.encode("ascii") + raw_path if root else raw_path
+        scope["query_string"] = url.query or b""
+        app = self.app
+        limit = self.limit_concurrency
+        if limit is not None and (len(self.connections) >= limit or len(self.tasks) >= limit):
+            app = service_unavailable
+            self.logger.warning("Exceeded concurrency limit.")
+        previous = self.cycle
+        cycle = Cycle(
+            scope,
+            self.transport,
+            self.flow,
+            self.logger,
+            self.server_state.default_headers,
+            self.expect_100_continue,
+            version != "1.0" and parser.should_keep_alive() and not self._last_request,
+            self.on_response_complete,
+        )
+        self.cycle = cycle  # type: ignore[assignment]
+        if previous is None or previous.response_complete:
+            self._start_asgi_task(cycle, app)  # type: ignore[arg-type]
+        else:
+            # A pipelined request: it starts once the one before is answered.
+            self.flow.pause_reading()
+            self.pipeline.appendleft((cycle, app))  # type: ignore[arg-type]
 
     def shutdown(self) -> None:
         # The server is stopping. A connection it accepted whose request has not
@@ -313,6 +381,10 @@ def uvicorn_options(settings: Settings) -> dict[str, Any]:
         "timeout_graceful_shutdown": math.ceil(server.drain_timeout) + 5,
         "access_log": False,
         "server_header": False,
+        # uvicorn's default rewrites scope["client"] from X-Forwarded-For sent by
+        # 127.0.0.1 (a middleware around every request); nothing here reads the
+        # client's address, and claimed addresses are dropped (docs/headers.md).
+        "proxy_headers": False,
     }
 
 
