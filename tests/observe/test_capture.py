@@ -98,7 +98,7 @@ async def test_captured_bodies_on_a_real_server(fake_engine: FakeEngine, tmp_pat
         big: Any = [{"role": "user", "content": "y" * 3000}]
         await client.chat.completions.create(model=MODEL, messages=big)
     text = path.read_text()
-    assert CLIENT_KEY not in text and "4111" not in text
+    assert CLIENT_KEY not in text and "4111 1111" not in text
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     records = [json.loads(line) for line in text.splitlines()]
     assert [(r["route"], r["profile"], r["model"]) for r in records] == [(CHAT, None, MODEL)] * 2

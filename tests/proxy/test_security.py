@@ -186,4 +186,4 @@ async def test_logs_carry_neither_prompts_nor_keys(
     text = "\n".join(every_log_line)
     text += access_json.getvalue().decode() + access_text.getvalue().decode()
     assert CLIENT_KEY not in text and ENGINE_KEY not in text
-    assert "PROMPT-SECRET" not in text and "4111" not in text
+    assert "PROMPT-SECRET" not in text and "4111 1111" not in text
