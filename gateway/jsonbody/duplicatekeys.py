@@ -116,7 +116,10 @@ def check_duplicate_keys(raw: bytes, parsed: Any) -> None:
         written = orjson.dumps(parsed)
     except orjson.JSONEncodeError:
         raise InvalidRequest(_TOO_DEEP, code="invalid_json") from None
-    if _ESCAPE_3X not in raw and raw.count(b":") == written.count(b":"):
+    # The escape looked for only in a body with a backslash: ``in`` with one byte is
+    # a memchr that stops at the first, where the five-byte search reads the whole
+    # body at a third of memchr's speed.
+    if (b"\\" not in raw or _ESCAPE_3X not in raw) and raw.count(b":") == written.count(b":"):
         return
     path = find_duplicate_key(raw)
     if path is not None:

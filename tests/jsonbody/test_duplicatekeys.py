@@ -39,6 +39,8 @@ def test_unambiguous_bodies_pass(raw: bytes) -> None:
         ),
         (b'{"a": "\\u003a", "b": 1, "b": 2}', "b"),  # an escaped colon cannot hide one
         (b'{"a": 1, "\\u0061": 2}', "a"),  # the same key, spelled with an escape
+        (b'{"a": "one\\ntwo", "b": 1, "b": 2}', "b"),  # a backslash, no \u003 escape
+        (b'{"a": "\\\\", "b": "\\u003a", "b": 2}', "b"),  # both, the escape after
     ],
 )
 def test_duplicates_are_refused_naming_the_key(raw: bytes, path: str) -> None:
