@@ -114,17 +114,41 @@ async def test_an_answer_to_head_is_its_head_alone() -> None:
 
 
 @pytest.mark.parametrize(
-    "header",
-    [(b"x-a", b"one\r\nset-cookie: two"), (b"x a", b"1"), (b"x-a", b"\x00")],
-    ids=["crlf-in-value", "space-in-name", "nul-in-value"],
+    ("header", "which"),
+    [
+        ((b"x-a", b"one\r\nset-cookie: two"), "value"),
+        ((b"x a", b"1"), "name"),
+        ((b"x-a", b"\x00"), "value"),
+        ((b"x-a: b\r\nset-cookie", b"two"), "name"),  # a whole line inside a name
+        ((b"x-a:", b"1"), "name"),
+        ((b"X-\x7f", b"1"), "name"),
+        ((b"x-a", b"\x7f"), "value"),
+    ],
+    ids=[
+        "crlf-in-value",
+        "space-in-name",
+        "nul-in-value",
+        "line-in-name",
+        "colon-in-name",
+        "del-in-name",
+        "del-in-value",
+    ],
 )
 async def test_a_header_that_would_split_the_answer_is_refused(
-    header: tuple[bytes, bytes],
+    header: tuple[bytes, bytes], which: str
 ) -> None:
+    for headers in ((header,), ((b"x-ok", b"fine"), header, (b"x-after", b"also fine"))):
+        cycle, transport, _ = _cycle()
+        with pytest.raises(RuntimeError, match=f"Invalid HTTP header {which}"):
+            await cycle.send(_start(200, *headers, (b"content-length", b"0")))
+        assert transport.writes == []
+
+
+async def test_tabs_and_bytes_past_ascii_pass_as_uvicorn_lets_them() -> None:
     cycle, transport, _ = _cycle()
-    with pytest.raises(RuntimeError, match="Invalid HTTP header"):
-        await cycle.send(_start(200, header, (b"content-length", b"0")))
-    assert transport.writes == []
+    await cycle.send(_start(200, (b"X-\xe9", b"a\tb \xff"), (b"content-length", b"0")))
+    await cycle.send(_body(b""))
+    assert b"\r\nx-\xe9: a\tb \xff\r\n" in transport.writes[0]
 
 
 async def test_a_body_longer_or_shorter_than_its_length_is_refused() -> None:
