@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import math
 import socket
 import urllib.parse
@@ -397,6 +398,14 @@ class DrainingServer(uvicorn.Server):
     async def startup(self, sockets: Any = None) -> None:
         self._loop = asyncio.get_running_loop()
         await super().startup(sockets=sockets)
+        # What start-up made (the app, its policy and routes, the imported modules:
+        # most of the heap) is kept for the process's life: collected once, then
+        # moved out of the collector's reach, so that no full collection walks it
+        # again (one took 25 ms of a 4 s run at c=32, every request waiting on it).
+        # A reload's replaced config is freed as usual, its cycles too; the first
+        # config's cycles, frozen with it, stay.
+        gc.collect()
+        gc.freeze()
         if self._on_started is not None and not self.should_exit:
             self._on_started()
 
