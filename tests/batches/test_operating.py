@@ -21,7 +21,7 @@ from gateway.batches.store import BatchStore, FileRecord
 from gateway.cli import main
 from gateway.errors import StoreUnavailable
 from refengine import create_app as create_engine
-from tests.support.batches import Received, jsonl, lines_of, request, upload, wait_for
+from tests.support.batches import DEADLINE, Received, jsonl, lines_of, request, upload, wait_for
 from tests.support.gateways import gateway_settings
 from tests.support.sdk import sync_sdk
 from tests.support.servers import ServerThread
@@ -140,7 +140,7 @@ def test_the_command_lists_and_cancels_a_running_batch(
     chain: tuple[str, Received, FullDisk, Path],
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    url, engine, _, config = chain
+    url, engine, disk, config = chain
     engine.limit = 2  # two lines answered, then the engine holds the rest
     client = sync_sdk(url)
     batch_id = create(client, 10)
@@ -149,6 +149,13 @@ def test_the_command_lists_and_cancels_a_running_batch(
     assert batch_id in capsys.readouterr().out
     assert main(["batches", "--config", str(config), "--cancel", batch_id]) == 0
     assert capsys.readouterr().out.strip() == f"{batch_id}: cancelling"
+    # The engine lets the held lines go only once the runner has seen the cancel
+    # (its next poll of the store): released before, on a loaded machine, it
+    # could send every line first and leave none unsent.
+    deadline = time.monotonic() + DEADLINE
+    while disk.runner.stopping.get(batch_id) != "cancelling":
+        assert time.monotonic() < deadline, "the runner never saw the cancel"
+        time.sleep(0.02)
     engine.release.set()
     batch = wait_for(client, batch_id)
     assert batch.status == "cancelled" and batch.cancelled_at is not None
