@@ -26,10 +26,11 @@ async def test_start_up_collects_then_freezes_what_it_made(
     server = DrainingServer(config, drain=Drain(), drain_timeout=1.0)
 
     class Cycle:
-        pass
+        def __init__(self) -> None:
+            self.other: Cycle | None = None
 
     garbage = Cycle()
-    garbage.self = garbage  # type: ignore[attr-defined]
+    garbage.other = garbage
     kept = [Cycle()]
     del garbage
     assert gc.get_freeze_count() == 0
