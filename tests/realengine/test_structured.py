@@ -33,13 +33,13 @@ def _rows(probed: Probed, section: str) -> list[Row]:
     return parse_report(probed.report.read_text()).routes.get(section, [])
 
 
-def _body(schema: Any, **fields: Any) -> dict[str, Any]:
+def _body(schema: Any, *, strict: bool = True, **fields: Any) -> dict[str, Any]:
     return {
         "model": MODEL_NAME,
         "messages": [{"role": "user", "content": PROMPT}],
         "response_format": {
             "type": "json_schema",
-            "json_schema": {"name": "probe", "schema": wrapped(schema), "strict": True},
+            "json_schema": {"name": "probe", "schema": wrapped(schema), "strict": strict},
         },
         "max_tokens": 200,
         **fields,
@@ -59,9 +59,16 @@ def test_the_written_policy_refuses_each_ignored_keyword_at_its_path(probed: Pro
     policy = Policy(load_policy_file(probed.policy)[0])
     rows = _rows(probed, KEYWORDS)
     honoured_type = any(r.field == "type" and r.verdict == "honoured" for r in rows)
+    # Keywords the policy refuses somewhere (a verdict other than honoured): a case's
+    # schema may hold one beside its own (minItems beside items, then beside if),
+    # and which are refused varies from run to run on a real model.
+    refused = {case_named(r.field).keyword for r in rows if r.verdict != "honoured"}
     for row in rows:
         case = case_named(row.field)
-        decision = apply_policy(policy, CHAT, _body(case.schema))
+        # Not strict: strict mode's own rule (every object closed by additionalProperties
+        # false) would refuse the cases of an object without properties first, at
+        # another path, whatever the keyword's verdict.
+        decision = apply_policy(policy, CHAT, _body(case.schema, strict=False))
         if row.verdict == "honoured":
             assert decision.error is None or not (decision.error.param or "").endswith(
                 f".v.{case.keyword}"
@@ -69,7 +76,9 @@ def test_the_written_policy_refuses_each_ignored_keyword_at_its_path(probed: Pro
             continue
         assert decision.error is not None, row
         if honoured_type:
-            assert decision.error.param == f"{FORMAT}.properties.v.{case.keyword}", row
+            at = (decision.error.param or "").removeprefix(f"{FORMAT}.properties.v.")
+            # Its own keyword, or one beside it in its schema that is refused too.
+            assert at == case.keyword or (at in case.schema and at in refused), (row, at)
     # enum's case is a string's enum: it passes where type is verified too.
     honoured = [
         case_named(r.field)
