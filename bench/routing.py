@@ -68,7 +68,7 @@ async def fleet(
 ) -> AsyncIterator[tuple[str, int]]:
     """Fresh engines and a gateway routing by ``policy``; yields (gateway URL, its pid)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("FT_GATEWAY_")}
-    ports = [free_port() for _ in range(replicas)]
+    ports = [free_port(hold=True) for _ in range(replicas)]
     engines = [
         (
             [
@@ -82,7 +82,7 @@ async def fleet(
         for port in ports
     ]  # fmt: skip
     urls = ",".join(f"http://127.0.0.1:{port}" for port in ports)
-    port = free_port()
+    port = free_port(hold=True)
     gateway_env = {
         **env,
         "FT_GATEWAY_UPSTREAM__ROUTING": policy.partition(":")[0],

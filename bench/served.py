@@ -83,7 +83,7 @@ def measure_served(
     kind = next(k for k in KINDS if k.name == kind_name)
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        port = free_port()
+        port = free_port(hold=True)
         argv = ["valgrind", "--tool=callgrind", "--instr-atstart=no"]
         argv += [f"--callgrind-out-file={work}/callgrind.out.%p", sys.executable, "-c"]
         argv += [_PROGRAM, str(tree), "serve", "--config", str(tree / "config.yaml")]

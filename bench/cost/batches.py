@@ -117,7 +117,7 @@ async def flood(url: str, lines: int, tokens: int, width: int) -> float:
 async def one_run(name: str, options: Mapping[str, Any], directory: Path) -> dict[str, float]:
     """One case's run on a fresh engine and gateway: its figures."""
     lines, tokens, max_batch = options["lines"], options["tokens"], options["max_batch"]
-    engine_port, port = free_port(), free_port()
+    engine_port, port = free_port(hold=True), free_port(hold=True)
     folder = directory / f"{name.replace(' ', '-')}-{time.monotonic_ns()}"
     config = folder.with_suffix(".yaml")
     config.write_text(

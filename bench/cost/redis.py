@@ -22,7 +22,7 @@ def redis_server() -> Iterator[str]:
     binary = shutil.which("redis-server")
     if binary is None:
         raise SystemExit("redis-server is not installed (scripts/services installs it)")
-    port = free_port()
+    port = free_port(hold=True)
     args = [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
     with (
         tempfile.TemporaryDirectory() as directory,

@@ -20,29 +20,15 @@ from typing import Any
 
 import uvicorn
 
-# The sockets of free_port, bound (never listening) for as long as this process lives.
-_HELD: list[socket.socket] = []
+from bench import ports
 
 
 def free_port(*, hold: bool = True) -> int:
-    """A TCP port on 127.0.0.1 that no other process is given while this one lives: a
-    socket of this process stays bound there, never listening (a connect is refused).
-    A server of this process (or one it starts: uvicorn, asyncio, redis-server and
-    dnsmasq all bind with SO_REUSEADDR) may listen there, and again after it stopped;
-    the kernel gives the port to no other bind that asks for a free one. ``hold=False``:
-    only free right now, for a binary that binds without SO_REUSEADDR."""
-    # Linux shares a port between SO_REUSEADDR sockets while none of them listens, and
-    # never hands a bound port to a bind of port 0: the holder keeps out another
-    # pytest-xdist worker's (or another suite's) servers, not the test's own.
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    port: int = sock.getsockname()[1]
-    if hold:
-        _HELD.append(sock)
-    else:
-        sock.close()
-    return port
+    """A TCP port on 127.0.0.1 that no other process is given while this one lives
+    (bench.ports.free_port, held by default here: every server a test starts binds with
+    SO_REUSEADDR). ``hold=False``: only free right now, for a binary that binds without
+    SO_REUSEADDR."""
+    return ports.free_port(hold=hold)
 
 
 def listening_socket(host: str = "127.0.0.1", port: int = 0) -> socket.socket:
