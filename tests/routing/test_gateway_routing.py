@@ -83,7 +83,7 @@ def seen(engine: HeldEngine, balancer: Balancer, count: int) -> Callable[[], boo
 AFFINITY = {"FT_GATEWAY_UPSTREAM__ROUTING": "affinity"}
 # The ring places replicas by their URLs, whose ports change every run: with 12
 # conversations on 3 replicas, all on one home is a 1 in 177,147 chance (with 6 it
-# was 1 in 243, and one run in a few hundred failed).
+# was 1 in 243, and a run failed so).
 CONVERSATIONS = [f"conversation {i:02d}" for i in range(12)]
 
 
