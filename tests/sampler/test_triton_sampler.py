@@ -24,7 +24,7 @@ if not torch.cuda.is_available():
 pytest.importorskip("triton")
 
 from sampler import triton_sampler as ts  # noqa: E402
-from tests.support.tritoninterp import skip_repatching  # noqa: E402
+from tests.support.tritoninterp import skip_repatching, untraced_language  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
 # Small launch constants so the interpreter stays quick; the code paths are the same.
@@ -55,8 +55,10 @@ STEPS = [0, 2**32 + 7, 5, 2**63 - 1, 1, 77]
 def _interpreter_patches_once_per_launch(monkeypatch: pytest.MonkeyPatch) -> None:
     # A third of the interpreter's time went to patching triton.language again at each
     # device function call (tests/support/tritoninterp.py says why skipping it is safe).
+    # Under coverage, triton's and numpy's own lines ran untraced (the same file says why).
     if not torch.cuda.is_available():
         skip_repatching(monkeypatch)
+        untraced_language(monkeypatch)
 
 
 def _tensor(values: Any, dtype: Any) -> Any:

@@ -12,10 +12,21 @@ it is skipped, and the rest is set again to what it already is; a device functio
 run outside a launch. ``skip_repatching`` makes that call a no-op while a launch whose
 patching covered the function's ``triton.language`` modules runs; the kernels run the
 same code, on the same interpreter semantics.
+
+``untraced_language`` keeps coverage's tracer out of the interpreter's own code. On
+Python 3.11 a trace function slows every line the interpreter runs, measured or not
+(each instruction goes through the tracing path, unspecialised), and under coverage
+the kernel tests spent most of their time in triton's and numpy's Python: each
+``tl.*`` call and tensor operator inside a kernel is a few hundred lines of theirs.
+The kernels' own lines stay traced: only the patched ``triton.language`` members are
+run with the tracer set aside, and given it back when they return.
 """
 
 from __future__ import annotations
 
+import functools
+import sys
+import types
 from collections.abc import Callable
 from typing import Any
 
@@ -68,3 +79,38 @@ def skip_repatching(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(executor, "__call__", launched)
     monkeypatch.setattr(interpreter, "_patch_lang", once_per_launch)
+
+
+# Patched members that call the kernel's own functions (a reduction's combine function):
+# traced as they are, so those functions' lines are measured.
+_CALLS_THE_KERNELS = frozenset({"reduce", "associative_scan"})
+
+
+def _untraced(fn: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(fn)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        tracer = sys.gettrace()
+        sys.settrace(None)
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            # coverage's tracer installs itself again from this (its settrace(gettrace())).
+            sys.settrace(tracer)
+
+    return call
+
+
+def untraced_language(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under a trace function (coverage), run the interpreter's patched
+    ``triton.language`` members without it; no change where nothing traces."""
+    scope_type = getattr(interpreter, "_LangPatchScope", None)
+    if sys.gettrace() is None or scope_type is None:
+        return
+    set_attr = scope_type.set_attr
+
+    def set_untraced(self: Any, obj: object, name: str, value: object) -> None:
+        if isinstance(value, types.FunctionType) and name not in _CALLS_THE_KERNELS:
+            value = _untraced(value)
+        set_attr(self, obj, name, value)
+
+    monkeypatch.setattr(scope_type, "set_attr", set_untraced)
