@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import socket
 
 HOST = "127.0.0.1"
@@ -9,6 +10,14 @@ HOST = "127.0.0.1"
 
 # The sockets of free_port(hold=True), bound (never listening) while this process lives.
 _HELD: list[socket.socket] = []
+
+
+@atexit.register
+def _release() -> None:
+    # Closed before the interpreter's teardown collects them, which warns of each one
+    # (ResourceWarning: unclosed socket) as a pytest-xdist worker exits.
+    while _HELD:
+        _HELD.pop().close()
 
 
 def free_port(*, hold: bool = False) -> int:
