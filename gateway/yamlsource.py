@@ -140,13 +140,6 @@ def _raise(file: str, exc: yaml.YAMLError) -> NoReturn:
     raise SourceError([Problem(file, 1, (), f"invalid YAML: {exc}")]) from exc
 
 
-def _parse_or_raise(text: str, file: str) -> tuple[YamlDocument, list[Problem]]:
-    try:
-        return _parse(text, file, yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        _raise(file, exc)
-
-
 def parse_yaml(text: str, *, file: str, problems: list[Problem] | None = None) -> YamlDocument:
     """Parse ``text``; raise SourceError for YAML syntax errors and duplicate keys.
 
@@ -160,10 +153,15 @@ def parse_yaml(text: str, *, file: str, problems: list[Problem] | None = None) -
     try:
         doc, found = _parse(text, file, _FAST_LOADER if fast else yaml.SafeLoader)
     except yaml.YAMLError as exc:
+        if not fast:
+            _raise(file, exc)
         # Read again by PyYAML's own parser, which says what is wrong as it always has
         # (libyaml's wording differs; the line is the same), and decides: a text only
         # one of the two reads is read as before. A text with an error is parsed twice.
-        doc, found = _parse_or_raise(text, file) if fast else _raise(file, exc)
+        try:
+            doc, found = _parse(text, file, yaml.SafeLoader)
+        except yaml.YAMLError as again:
+            _raise(file, again)
     if found:
         if problems is None:
             raise SourceError(found)
