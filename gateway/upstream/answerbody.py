@@ -117,7 +117,7 @@ class PooledResponse:
         buffer = exchange.buffer
         data = buffer[0] if len(buffer) == 1 else b"".join(buffer)
         buffer.clear()
-        exchange.buffered -= len(data)
+        exchange.buffered = 0  # (all of it taken)
         self._connection.drained(exchange)
         return data
 

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import cast
 from urllib.parse import urlsplit
 
@@ -64,6 +64,10 @@ _KEEPALIVE_EXPIRY = 5.0
 _NO_HEAD = -1
 
 
+def _drop(data: bytes) -> None:
+    """on_body's target before a request: the parser never calls it then."""
+
+
 class _Stop(Exception):
     """Raised in a parser callback to stop the parser: the connection is failed."""
 
@@ -83,6 +87,7 @@ class _Connection(asyncio.Protocol):
         "idle_since",
         "exchange",
         "_headers",
+        "_append",
         "_parser",
         "_room",
         "_max_head_bytes",
@@ -97,6 +102,7 @@ class _Connection(asyncio.Protocol):
         self.idle_since = 0.0
         self.exchange: AnswerState | None = None
         self._headers: Headers = []  # the headers of the exchange under way
+        self._append: Callable[[bytes], None] = _drop  # its body buffer's (set by send)
         self._parser = httptools.HttpResponseParser(self)
         # While a head is read, the bytes it may still take once the read under way is
         # parsed; 0 in a body; _NO_HEAD before a request and after its answer's end.
@@ -129,10 +135,21 @@ class _Connection(asyncio.Protocol):
             self._fail(UpstreamProtocolError("The engine switched protocols."))
         except httptools.HttpParserError:
             self._fail(UpstreamProtocolError("The engine's answer is not valid HTTP."))
-        if room:
-            exchange = self.exchange
-            if exchange is not None and not exchange.head_done:
-                self._fail(self._pool.head_too_large())  # the room is spent, the head open
+        exchange = self.exchange
+        if exchange is None:
+            return
+        if room and not exchange.head_done:
+            self._fail(self._pool.head_too_large())  # the room is spent, the head open
+        elif exchange.buffer:
+            # Body bytes came (on_body only appends: it runs for every chunk of a
+            # read). The back-pressure counts the read whole, its framing too: the
+            # reader takes everything at once and the count starts again at 0.
+            buffered = exchange.buffered = exchange.buffered + len(data)
+            if buffered > _HIGH_WATER and not self.paused and not self.closed and self.transport:
+                self.paused = True
+                self.transport.pause_reading()
+            if exchange.waiter is not None:  # (once per read)
+                exchange.wake()
 
     def eof_received(self) -> bool | None:
         return None  # close the transport
@@ -188,15 +205,8 @@ class _Connection(asyncio.Protocol):
         exchange.wake()
 
     def on_body(self, body: bytes) -> None:
-        exchange = self.exchange
-        assert exchange is not None
-        exchange.buffer.append(body)
-        exchange.buffered += len(body)
-        if exchange.buffered > _HIGH_WATER and not self.paused and self.transport is not None:
-            self.paused = True
-            self.transport.pause_reading()
-        if exchange.waiter is not None:  # (once per read: the rest of a read's chunks wait)
-            exchange.wake()
+        # The exchange's buffer; data_received counts the read and wakes the reader.
+        self._append(body)
 
     def on_message_complete(self) -> None:
         exchange = self.exchange
@@ -232,6 +242,7 @@ class _Connection(asyncio.Protocol):
         assert self.transport is not None
         self.exchange = exchange = AnswerState()
         self._headers = exchange.headers
+        self._append = exchange.buffer.append
         self._room = self._max_head_bytes
         if len(body) < 65536:
             self.transport.write(head + body)

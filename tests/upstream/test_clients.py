@@ -390,3 +390,27 @@ async def test_httptools_closes_a_finished_streams_connection_whose_body_does_no
         await engine.connection_closed.wait()  # after 1 s of silence, or 64 KiB more
         assert (await fetch(upstream))[0] == 200
     assert len(engine.connections) == 2
+
+
+async def test_httptools_stops_reading_an_engine_faster_than_its_reader(
+    connect: Callable[..., UpstreamClient],
+) -> None:
+    # 16 MiB of events written as fast as the socket takes them, to a reader that
+    # waits first: reading stops past the high water (so the engine's writes stall,
+    # not the gateway's memory grow), starts again once the reader took the buffer,
+    # and every byte arrives, in order.
+    events = [b"data: %06d %s\n\n" % (i, b"x" * 16_000) for i in range(1024)]
+    async with FakeEngine(sends(stream_start(*events) + LAST_CHUNK)) as engine:
+        pool = cast(HttptoolsUpstream, connect("httptools", engine.url))
+        response = await pool.request("POST", "/v1/x", headers=[], body=b"{}")
+        (connection,) = pool._all
+        await until(lambda: connection.paused, "reading paused")
+        exchange = connection.exchange
+        assert exchange is not None
+        held = sum(len(data) for data in exchange.buffer)
+        assert 256 * 1024 < held < 2 * 1024 * 1024
+        assert engine.requests[0].sent < len(b"".join(events))  # the engine waits
+        received = b"".join([data async for data in response.chunks()])
+        assert received == b"".join(events)
+        await response.aclose()
+    assert len(engine.connections) == 1
