@@ -20,12 +20,17 @@ from bench.nginx import nginx_command
 from bench.ports import free_port
 from bench.procstat import descendants
 from bench.routers import ROUTERS, router_binary, router_command
+from bench.tools import installed
 
 ROOT = Path(__file__).resolve().parent.parent
 VENV_BIN = Path(sys.executable).parent
 # A checkout of another revision (e.g. a clean clone of main before a change):
 # the gateway-baseline contender runs its code, in this venv, beside this one.
 BASELINE_ENV = "FT_BENCH_BASELINE"
+# Another Python interpreter (e.g. one built with profile-guided optimisation and
+# linked statically, as Debian's is): the gateway-python contender runs this checkout
+# under it, in an environment of its own (scripts/python-env), beside this venv's.
+PYTHON_ENV = "FT_BENCH_PYTHON"
 
 
 @dataclass(frozen=True)
@@ -59,6 +64,9 @@ class Contender:
         if self.name == "gateway-baseline":
             baseline = os.environ.get(BASELINE_ENV)
             return baseline is not None and (Path(baseline) / "gateway" / "cli.py").exists()
+        if self.name == "gateway-python":
+            python = os.environ.get(PYTHON_ENV)
+            return python is not None and Path(python).exists()
         if self.name.startswith("gateway"):
             return (ROOT / "gateway" / "cli.py").exists() and (VENV_BIN / "ft-gateway").exists()
         return True
@@ -153,6 +161,19 @@ def _gateway_baseline(launch: Launch) -> tuple[list[str], dict[str, str]]:
     return [str(VENV_BIN / "python"), "-c", program, str(baseline), *argv[1:]], env
 
 
+def _gateway_python(launch: Launch) -> tuple[list[str], dict[str, str]]:
+    argv, env = _gateway(launch)
+    # This checkout first on sys.path, whatever the other venv has installed.
+    program = "import sys; sys.path.insert(0, sys.argv.pop(1)); from gateway.cli import main; "
+    program += "sys.exit(main(sys.argv[1:]))"
+    return [_other_python(), "-c", program, str(ROOT), *argv[1:]], env
+
+
+def _other_python() -> str:
+    """The python of $FT_BENCH_PYTHON's environment (made once per machine)."""
+    return installed("python-env", os.environ[PYTHON_ENV])
+
+
 CONTENDERS = [
     Contender("direct", "the load generator talks to the fake engine itself", None),
     Contender("nginx", "nginx reverse proxy, one worker, buffering off, keep-alive pool", _nginx),
@@ -180,6 +201,13 @@ CONTENDERS = [
         f"the gateway of the checkout in ${BASELINE_ENV}, with its config (same venv)",
         _gateway_baseline,
         default=False,
+    ),
+    Contender(
+        "gateway-python",
+        f"this checkout's gateway under the interpreter ${PYTHON_ENV} names (its venv's packages)",
+        _gateway_python,
+        default=False,
+        prepare=_other_python,
     ),
     Contender(
         "envoy-extproc",

@@ -43,7 +43,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument(
         "--contenders",
         help="comma list of direct,nginx,naive,envoy,vllm-router,smg,gateway (also: "
-        "envoy-extproc, gateway-baseline, gateway-httpx, gateway-aiohttp, gateway-httptools)",
+        "envoy-extproc, gateway-baseline, gateway-python, gateway-httpx, gateway-aiohttp, "
+        "gateway-httptools)",
     )
     parser.add_argument("--hold-streams", type=int, default=1000, help="streams held open")
     parser.add_argument(
