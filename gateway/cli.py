@@ -14,6 +14,7 @@ from gateway import __version__
 from gateway.app.factory import create_app
 from gateway.commands import batches, cases, check, diff, explain, reload, schema
 from gateway.extproc import command as extproc_command
+from gateway.observe.interpreter import slow_build_warning, this_interpreter
 from gateway.observe.logs import setup_logging
 from gateway.observe.startup import startup_record
 from gateway.probe import command as probe_command
@@ -194,7 +195,11 @@ def serve(args: argparse.Namespace) -> int:
         record = startup_record(
             settings, app.state.gateway.policy, key_count=app.state.key_count, workers=workers
         )
-        logging.getLogger("gateway").info("ft-gateway starting", extra=record)
+        logger = logging.getLogger("gateway")
+        logger.info("ft-gateway starting", extra=record)
+        warning = slow_build_warning(this_interpreter())
+        if warning is not None:
+            logger.warning(warning)
         if workers > 1:
             return serve_workers(settings, workers=workers, log_level=settings.log.level)
         # uvicorn re-raises the SIGTERM it drained on: exit through this block (the

@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from gateway import __version__
+from gateway.observe.interpreter import this_interpreter
 from gateway.policy.engine import Policy
 from gateway.settings import Settings, Tracing
 
@@ -86,4 +87,5 @@ def startup_record(
         "response_store": responses,
         "tracing": tracing_endpoint(tracing, environ) if tracing.enabled else "off",
         "log_level": settings.log.level,
+        "python": this_interpreter()[0],
     }

@@ -46,7 +46,9 @@ async def test_every_line_is_json_on_stdout_when_the_collector_is_down(tmp_path:
             stderr = asyncio.subprocess.PIPE
             async with spawned(*serve, env=env, cwd=tmp_path, stderr=stderr) as gateway:
                 started = await gateway.wait_for_line(r'"message":"ft-gateway starting"')
-                assert json.loads(started.string)["tracing"] == collector
+                first = json.loads(started.string)
+                assert first["tracing"] == collector
+                assert first["python"].startswith("CPython 3.")
                 port = (await gateway.wait_for_line(SERVING.pattern))[1]
                 async with httpx.AsyncClient(timeout=30) as client:
                     for _ in range(4):
