@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from bench import routers
-from bench.contenders import BASELINE_ENV, CONTENDERS, Launch, select
+from bench import contenders, routers
+from bench.contenders import BASELINE_ENV, CONTENDERS, PYTHON_ENV, ROOT, Launch, select
 
 
 def _launch(tmp_path: Path) -> Launch:
@@ -29,7 +29,20 @@ def test_selection_keeps_the_table_order() -> None:
 def test_command_lines(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(BASELINE_ENV, str(tmp_path / "before"))
     monkeypatch.setattr(routers, "router_binary", lambda name: f"/cache/{name}")  # no install
+    monkeypatch.setenv(PYTHON_ENV, "/usr/bin/python3.11")
+    made: list[tuple[str, ...]] = []
+
+    def python_env(*args: str) -> str:
+        made.append(args)
+        return "/cache/env/bin/python"
+
+    monkeypatch.setattr(contenders, "installed", python_env)  # no environment made
     commands = {c.name: c.command(_launch(tmp_path)) for c in CONTENDERS if c.command}
+    # This checkout's gateway, first on the path of the other interpreter's environment.
+    argv, env = commands["gateway-python"]
+    assert made == [("python-env", "/usr/bin/python3.11")]
+    assert argv[:2] == ["/cache/env/bin/python", "-c"] and argv[3:5] == [str(ROOT), "serve"]
+    assert argv[argv.index("--upstream") + 1] == "http://127.0.0.1:9000" and env == {}
     argv, env = commands["naive"]
     assert "bench.naive_proxy:create_app" in argv
     assert env == {"NAIVE_UPSTREAM": "http://127.0.0.1:9000"}
@@ -65,3 +78,16 @@ def test_the_baseline_is_available_only_when_named(
     (tmp_path / "gateway" / "cli.py").write_text("")
     monkeypatch.setenv(BASELINE_ENV, str(tmp_path))
     assert [c.name for c in select(["gateway-baseline"])] == ["gateway-baseline"]
+
+
+def test_the_other_interpreter_is_available_only_when_it_exists(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(PYTHON_ENV, raising=False)
+    with pytest.raises(ValueError, match="not available"):
+        select(["gateway-python"])
+    monkeypatch.setenv(PYTHON_ENV, str(tmp_path / "python3"))
+    with pytest.raises(ValueError, match="not available"):
+        select(["gateway-python"])
+    (tmp_path / "python3").write_text("")
+    assert [c.name for c in select(["gateway-python"])] == ["gateway-python"]
