@@ -87,6 +87,8 @@ class _Connection(asyncio.Protocol):
         "idle_since",
         "exchange",
         "_headers",
+        "_trailers",
+        "_framing",
         "_append",
         "_parser",
         "_room",
@@ -102,6 +104,9 @@ class _Connection(asyncio.Protocol):
         self.idle_since = 0.0
         self.exchange: AnswerState | None = None
         self._headers: Headers = []  # the headers of the exchange under way
+        # Trailer lines after a chunked body's last chunk: the parser's, dropped.
+        self._trailers: Headers = []
+        self._framing = 0  # bytes of the reads since the last that held body bytes
         self._append: Callable[[bytes], None] = _drop  # its body buffer's (set by send)
         self._parser = httptools.HttpResponseParser(self)
         # While a head is read, the bytes it may still take once the read under way is
@@ -129,27 +134,37 @@ class _Connection(asyncio.Protocol):
             # at most one read past its limit is ever held.
             self._room = left = room - len(data)
             room = left <= 0  # (true: this read may take the head past its room)
+        exchange = self.exchange
+        if exchange is None:  # (never: set while a head or a body is read, room >= 0)
+            self.close()
+            return
+        held = len(exchange.buffer)
         try:
             self._parser.feed_data(data)
         except httptools.HttpParserUpgrade:
             self._fail(UpstreamProtocolError("The engine switched protocols."))
         except httptools.HttpParserError:
             self._fail(UpstreamProtocolError("The engine's answer is not valid HTTP."))
-        exchange = self.exchange
-        if exchange is None:
-            return
         if room and not exchange.head_done:
             self._fail(self._pool.head_too_large())  # the room is spent, the head open
-        elif exchange.buffer:
+        elif len(exchange.buffer) > held:
             # Body bytes came (on_body only appends: it runs for every chunk of a
             # read). The back-pressure counts the read whole, its framing too: the
             # reader takes everything at once and the count starts again at 0.
+            self._framing = 0
             buffered = exchange.buffered = exchange.buffered + len(data)
             if buffered > _HIGH_WATER and not self.paused and not self.closed and self.transport:
                 self.paused = True
                 self.transport.pause_reading()
             if exchange.waiter is not None:  # (once per read)
                 exchange.wake()
+        elif exchange.head_done and not exchange.ended:
+            # Not a byte of the body: chunk framing, or trailer lines after the last
+            # chunk, which the parser holds until each ends (and the answer is not over
+            # until they do): bounded as a head is.
+            self._framing += len(data)
+            if self._framing > self._max_head_bytes:
+                self._fail(self._pool.trailers_too_large())
 
     def eof_received(self) -> bool | None:
         return None  # close the transport
@@ -202,6 +217,7 @@ class _Connection(asyncio.Protocol):
         )
         exchange.encoded = b"content-encoding" in names
         exchange.head_done = True
+        self._headers = self._trailers  # (what on_header gets from now: trailer lines)
         exchange.wake()
 
     def on_body(self, body: bytes) -> None:
@@ -243,6 +259,9 @@ class _Connection(asyncio.Protocol):
         self.exchange = exchange = AnswerState()
         self._headers = exchange.headers
         self._append = exchange.buffer.append
+        self._framing = 0
+        if self._trailers:
+            self._trailers.clear()
         self._room = self._max_head_bytes
         if len(body) < 65536:
             self.transport.write(head + body)
@@ -415,6 +434,14 @@ class HttptoolsUpstream:
     def head_too_large(self) -> UpstreamError:
         """The failure of an answer head past this pool's limits."""
         return head_too_large(self.max_head_bytes, self.max_headers)
+
+    def trailers_too_large(self) -> UpstreamError:
+        """The failure of an answer whose trailer lines go past the head's byte limit."""
+        return UpstreamProtocolError(
+            f"The engine's answer trailers are larger than the gateway's limit "
+            f"({self.max_head_bytes} bytes).",
+            code="upstream_header_too_large",
+        )
 
     def linger(self, wait: Coroutine[None, None, None]) -> None:
         """Run ``wait`` (a finished answer's reading of its end) in the background."""

@@ -11,13 +11,15 @@ would have sent to a gateway that kept reading.
 
 from __future__ import annotations
 
+import json
+
 import anyio
 import httpx
 import pytest
 
 from gateway.settings import Settings
-from tests.support.bodies import CHAT, chat, openai_error
-from tests.support.engine import FakeEngine
+from tests.support.bodies import CHAT, chat, completion, openai_error
+from tests.support.engine import FakeEngine, chunk
 from tests.support.faults import DEADLINE, fault_settings
 from tests.support.gateways import Gateway
 from tests.support.rawengine import answers_own, header_flood, with_headers
@@ -83,3 +85,26 @@ async def test_a_head_within_the_limits_is_answered(
             response = await client.post(CHAT, json=asking("alice"))
     assert response.status_code == 200, response.text
     assert response.json()["choices"][0]["message"]["content"] == "alice"
+
+
+async def test_endless_trailers_are_cut_at_the_heads_limit(
+    fake_engine: FakeEngine, gateway: Gateway, upstream_client: str
+) -> None:
+    # A chunked answer whose last chunk is followed by trailer lines without end: the
+    # answer is not over until they end, so they are bounded as a head is (they were
+    # kept without a limit), and none becomes a header of the client's answer.
+    body = json.dumps(completion("alice")).encode()
+    head = b"content-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n"
+    first = head + chunk(body) + b"0\r\n"
+    fake_engine.handler = header_flood(
+        first=first, line=b"x-trailer: " + b"t" * 1000 + b"\r\n", total=FLOOD
+    )
+    with anyio.fail_after(DEADLINE):
+        async with httpx.AsyncClient(base_url=gateway.url, timeout=DEADLINE) as client:
+            response = await client.post(CHAT, json=asking("alice"))
+            seen = fake_engine.requests[0]
+            await seen.connection.closed.wait()
+    # (httpx's h11 refuses them past its own limit on an unfinished event and closes.)
+    code = "upstream_protocol_error" if upstream_client == "httpx" else TOO_LARGE
+    openai_error(response, 502, code=code)
+    assert seen.sent < FLOOD // 4, seen.sent

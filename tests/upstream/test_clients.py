@@ -414,3 +414,18 @@ async def test_httptools_stops_reading_an_engine_faster_than_its_reader(
         assert received == b"".join(events)
         await response.aclose()
     assert len(engine.connections) == 1
+
+
+async def test_trailers_are_not_the_answers_headers(
+    upstream_client: str, connect: Callable[..., UpstreamClient]
+) -> None:
+    head = b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n"
+    head += b"transfer-encoding: chunked\r\n\r\n"
+    async with FakeEngine(sends(head + chunk(b"{}") + b"0\r\nx-trailer: t\r\n\r\n")) as engine:
+        upstream = connect(upstream_client, engine.url)
+        for _ in range(2):  # (the second on the same connection: nothing of the first's)
+            response = await upstream.request("POST", "/v1/x", headers=[], body=b"{}")
+            assert await response.read(1024) == b"{}"
+            assert b"x-trailer" not in dict(response.headers)
+            await response.aclose()
+    assert len(engine.connections) == 1
