@@ -133,7 +133,9 @@ class _Connection(asyncio.Protocol):
             # length) before any callback sees it, so the head is counted as it comes:
             # at most one read past its limit is ever held.
             self._room = left = room - len(data)
-            room = left <= 0  # (true: this read may take the head past its room)
+            spent = left <= 0  # (true: this read may take the head past its room)
+        else:
+            spent = False
         exchange = self.exchange
         if exchange is None:  # (never: set while a head or a body is read, room >= 0)
             self.close()
@@ -145,7 +147,7 @@ class _Connection(asyncio.Protocol):
             self._fail(UpstreamProtocolError("The engine switched protocols."))
         except httptools.HttpParserError:
             self._fail(UpstreamProtocolError("The engine's answer is not valid HTTP."))
-        if room and not exchange.head_done:
+        if spent and not exchange.head_done:
             self._fail(self._pool.head_too_large())  # the room is spent, the head open
         elif len(exchange.buffer) > held:
             # Body bytes came (on_body only appends: it runs for every chunk of a
@@ -158,10 +160,11 @@ class _Connection(asyncio.Protocol):
                 self.transport.pause_reading()
             if exchange.waiter is not None:  # (once per read)
                 exchange.wake()
-        elif exchange.head_done and not exchange.ended:
-            # Not a byte of the body: chunk framing, or trailer lines after the last
-            # chunk, which the parser holds until each ends (and the answer is not over
-            # until they do): bounded as a head is.
+        elif not room and exchange.head_done and not exchange.ended:
+            # A read inside the body without a byte of it: chunk framing, or trailer
+            # lines after the last chunk, which the parser holds until each ends (and
+            # the answer is not over until they do): bounded as a head is. (A read that
+            # began in the head is the head's, counted by its room.)
             self._framing += len(data)
             if self._framing > self._max_head_bytes:
                 self._fail(self._pool.trailers_too_large())

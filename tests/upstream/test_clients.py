@@ -429,3 +429,25 @@ async def test_trailers_are_not_the_answers_headers(
             assert b"x-trailer" not in dict(response.headers)
             await response.aclose()
     assert len(engine.connections) == 1
+
+
+async def test_httptools_counts_a_head_near_its_limit_once(
+    connect: Callable[..., UpstreamClient],
+) -> None:
+    # A head just under 64 KiB in a read of its own, then a read with no body byte (a
+    # long chunk extension): the head is the head's room's, not the body's framing.
+    head = b"HTTP/1.1 200 OK\r\ntransfer-encoding: chunked\r\nx-big: " + b"b" * 65_000
+    extension = b"2;" + b"e" * 1000 + b"\r\n"
+
+    async def handler(request: Seen, wire: Wire) -> None:
+        await wire.send(head + b"\r\n\r\n")
+        await asyncio.sleep(0.05)
+        await wire.send(extension)
+        await asyncio.sleep(0.05)
+        await wire.send(b"{}\r\n" + LAST_CHUNK)
+
+    async with FakeEngine(handler) as engine:
+        upstream = connect("httptools", engine.url)
+        response = await upstream.request("POST", "/v1/x", headers=[], body=b"{}")
+        assert await response.read(1024) == b"{}"
+        await response.aclose()
