@@ -23,6 +23,7 @@ PROXY_ONLY = (
     "gateway.upstream.factory",
     "gateway.upstream.balancer",
     "gateway.upstream.httptools_impl",
+    "gateway.upstream.httptools_connection",
 )
 
 
