@@ -12,6 +12,13 @@ nothing to register and nothing to cancel: at the end it is closed.
 A coroutine that waits on anything but an asyncio future (an ``await sleep(0)``,
 another framework's primitive) is handed to a task for the rest of its run, so a
 server other than uvicorn is watched as before.
+
+The gateway's own server needs no coroutine at all: its ``receive`` belongs to a
+cycle (serving/cycle.py) with ``watch_disconnect``, which calls back when the
+connection is lost. Stepping the server's coroutine cost a served chat request
+a twentieth of its instructions (420,890 with it, 401,272 with the callback: a
+future to wait on, the wake-up when the answer completes, the coroutine's close
+thrown through its frames).
 """
 
 from __future__ import annotations
@@ -31,7 +38,16 @@ logger = logging.getLogger("gateway")
 class Watch:
     """Calls ``left(*args)`` if ``receive()`` says the client disconnected, until closed."""
 
-    __slots__ = ("_receive", "_left", "_args", "_coroutine", "_waits_on", "_task", "_closed")
+    __slots__ = (
+        "_receive",
+        "_left",
+        "_args",
+        "_coroutine",
+        "_waits_on",
+        "_task",
+        "_closed",
+        "_watch_disconnect",
+    )
 
     def __init__(self, receive: Receive, left: Callable[..., None], *args: Any) -> None:
         self._receive = receive
@@ -41,11 +57,20 @@ class Watch:
         self._waits_on: asyncio.Future[Any] | None = None
         self._task: asyncio.Task[None] | None = None
         self._closed = False
+        watch = getattr(getattr(receive, "__self__", None), "watch_disconnect", None)
+        self._watch_disconnect: Callable[[Callable[[], None] | None], None] | None = watch
+        if watch is not None:  # the gateway's server: told of a hang-up, nothing to step
+            watch(self._hung_up)
+            return
         self._next()
 
     def close(self) -> None:
         """Stop watching: the server's coroutine is closed where it waits."""
         self._closed = True
+        if self._watch_disconnect is not None:
+            self._watch_disconnect(None)
+            self._watch_disconnect = None
+            return
         if self._waits_on is not None:
             self._waits_on.remove_done_callback(self._wake)
             self._waits_on = None
@@ -55,6 +80,10 @@ class Watch:
         if self._task is not None:
             self._task.cancel()
             self._task = None
+
+    def _hung_up(self) -> None:
+        if not self._closed:
+            self._left(*self._args)
 
     def _next(self) -> None:
         """Start on the next message."""

@@ -63,6 +63,7 @@ class Cycle:
         "chunked_encoding",
         "expected_content_length",
         "_head",
+        "_hung_up",
     )
 
     def __init__(
@@ -93,6 +94,7 @@ class Cycle:
         self.chunked_encoding: bool | None = None
         self.expected_content_length = 0
         self._head: bytes | None = None  # an answer's head, written with its body
+        self._hung_up: Callable[[], None] | None = None  # watch_disconnect's
 
     async def run_asgi(self, app: Any) -> None:
         try:
@@ -223,6 +225,27 @@ class Cycle:
             if not self.keep_alive:
                 self.transport.close()
             self.on_response()
+
+    def watch_disconnect(self, hung_up: Callable[[], None] | None) -> None:
+        """Call ``hung_up`` once if the client disconnects before the answer is complete
+        (at once if it has), until called with None: what a ``receive()`` awaited for its
+        ``http.disconnect`` tells, without a coroutine, a future or a wake-up at the
+        answer's end (gateway/proxy/watch.py). Reading is resumed, as ``receive()``
+        does, so that a hang-up is read."""
+        if hung_up is not None and self.disconnected:
+            hung_up()
+            return
+        self._hung_up = hung_up
+        if hung_up is not None and not self.response_complete:
+            self.flow.resume_reading()
+
+    def connection_lost(self) -> None:
+        """The server's connection closed (after uvicorn's protocol marked the cycle):
+        a watcher of a hang-up is told."""
+        hung_up = self._hung_up
+        if hung_up is not None and self.disconnected:
+            self._hung_up = None
+            hung_up()
 
     async def receive(self) -> dict[str, Any]:
         if self.waiting_for_100_continue and not self.transport.is_closing():

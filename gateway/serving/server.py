@@ -18,7 +18,7 @@ import math
 import socket
 import urllib.parse
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import httptools
 import uvicorn
@@ -220,6 +220,8 @@ class _GuardedHttpToolsProtocol(HttpToolsProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._disarm()
         super().connection_lost(exc)
+        if self.cycle is not None:
+            cast(Cycle, self.cycle).connection_lost()
         self._cancel_timers()
         if isinstance(self.transport, _LingeringTransport):
             self.transport.release()

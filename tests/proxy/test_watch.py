@@ -1,5 +1,6 @@
 """Watch: the client's leaving seen through receive() without a task per request, the
-server's coroutine stepped from its future's callback, and closed at the end."""
+server's coroutine stepped from its future's callback, and closed at the end; through
+the gateway's own server, a callback its cycle calls (serving/cycle.py)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 
 from gateway.proxy.watch import Watch
+from tests.serving.test_cycle import cycle_and_transport
 from tests.support.polling import DEADLINE
 
 pytestmark = pytest.mark.anyio
@@ -96,3 +98,30 @@ async def test_a_receive_that_returns_a_future_is_awaited_by_a_task() -> None:
     future.set_result(DISCONNECT)
     await asyncio.wait_for(left.wait(), DEADLINE)
     watch.close()
+
+
+async def test_the_gateways_server_tells_of_a_hang_up_without_a_coroutine() -> None:
+    cycle, transport = cycle_and_transport()
+    cycle.flow.pause_reading()  # (the server paused reading the connection)
+    seen: list[tuple[Any, ...]] = []
+    watch = Watch(cycle.receive, lambda *args: seen.append(args), "cutoff", "call")
+    assert not cycle.message_event._waiters  # no receive() waits on the server's event
+    assert transport.resumed == 1  # reading resumed, as receive() would
+    cycle.disconnected = True  # as uvicorn's protocol marks it, then tells the cycle
+    cycle.connection_lost()
+    cycle.connection_lost()  # told once
+    assert seen == [("cutoff", "call")]
+    watch.close()
+
+
+async def test_a_closed_watch_of_the_gateways_server_is_not_told() -> None:
+    cycle, _ = cycle_and_transport()
+    seen: list[str] = []
+    watch = Watch(cycle.receive, lambda: seen.append("left"))
+    watch.close()
+    cycle.disconnected = True
+    cycle.connection_lost()
+    assert seen == []
+    # A client that left before the watch began: told at once.
+    Watch(cycle.receive, lambda: seen.append("left")).close()
+    assert seen == ["left"]

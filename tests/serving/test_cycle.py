@@ -30,6 +30,7 @@ class _Transport:
     def __init__(self) -> None:
         self.writes: list[bytes] = []
         self.closed = False
+        self.resumed = 0
 
     def write(self, data: bytes) -> None:
         self.writes.append(bytes(data))
@@ -44,7 +45,14 @@ class _Transport:
         pass
 
     def resume_reading(self) -> None:
-        pass
+        self.resumed += 1
+
+
+def cycle_and_transport() -> tuple[Cycle, _Transport]:
+    """A cycle on a transport that records its writes and its reading resumed
+    (tests/proxy/test_watch.py watches one)."""
+    cycle, transport, _ = _cycle()
+    return cycle, transport
 
 
 def _cycle(method: str = "POST", *, keep_alive: bool = True) -> tuple[Cycle, _Transport, list[int]]:
@@ -179,6 +187,30 @@ async def test_nothing_is_written_for_a_client_that_left() -> None:
     cycle.disconnected = True
     await cycle.send(_body(b"{}"))
     assert transport.writes == []
+
+
+async def test_a_hang_up_is_told_to_its_watcher_once_until_the_watch_ends() -> None:
+    cycle, transport, _ = _cycle()
+    told: list[str] = []
+    flow = cycle.flow
+    flow.pause_reading()
+    cycle.watch_disconnect(lambda: told.append("left"))
+    assert not flow.read_paused  # read again, as receive() does, so a hang-up is seen
+    cycle.connection_lost()  # the connection closed after the answer: no hang-up
+    assert told == []
+    cycle.disconnected = True
+    cycle.connection_lost()
+    cycle.connection_lost()
+    assert told == ["left"]
+    cycle.watch_disconnect(None)
+    cycle, _, _ = _cycle()
+    cycle.watch_disconnect(lambda: told.append("again"))
+    cycle.watch_disconnect(None)  # the watch ended first
+    cycle.disconnected = True
+    cycle.connection_lost()
+    assert told == ["left"]
+    cycle.watch_disconnect(lambda: told.append("at once"))  # it had already left
+    assert told == ["left", "at once"]
 
 
 async def test_a_message_out_of_turn_is_refused() -> None:
