@@ -26,10 +26,6 @@ from tests.support.polling import until
 from tests.support.servers import free_port, running_server
 
 NAME = "engine.ft-test"
-# How long each server of these tests may take to stop (their stop is not what is tested
-# here): bounded, uvicorn cancels what is left and says so. In one loaded CI run a stop
-# waited for ever: an engine still held a request when the test ended.
-STOP_WITHIN = 10.0
 ADDRESSES = ["127.0.0.2", "127.0.0.3", "127.0.0.4"]
 
 
@@ -47,11 +43,7 @@ async def engines_on(port: int) -> AsyncIterator[dict[str, HeldEngine]]:
     async with contextlib.AsyncExitStack() as stack:
         for address, engine in engines.items():
             engine.hold = False
-            await stack.enter_async_context(
-                running_server(
-                    engine.app, host=address, port=port, timeout_graceful_shutdown=STOP_WITHIN
-                )
-            )
+            await stack.enter_async_context(running_server(engine.app, host=address, port=port))
         try:
             yield engines
         finally:
@@ -75,10 +67,7 @@ async def gateway_on(
     }
     async with engines_on(port) as engines:
         app = create_app(gateway_settings(environ=env))
-        async with (
-            running_server(app, timeout_graceful_shutdown=STOP_WITHIN) as url,
-            httpx.AsyncClient(base_url=url) as client,
-        ):
+        async with running_server(app) as url, httpx.AsyncClient(base_url=url) as client:
             yield port, engines, app, client
 
 
@@ -140,8 +129,7 @@ async def test_replicas_follow_dns_without_restart_or_failed_request(dnsmasq: Dn
         before = len(stream.statuses)
         await until(lambda: len(stream.statuses) >= before + 40, "more requests")
         assert leaving.arrived == held  # no new request for a draining replica
-        leaving.hold = False  # (nothing may be held after this)
-        leaving.release()  # its requests in flight finish...
+        leaving.let_go()  # its requests in flight finish (and nothing more is held)...
         await until(lambda: all(r.url != gone for r in balancer.replicas), "its removal")
         await stream.stop()  # ...and then it is gone
     assert stream.errors == []
